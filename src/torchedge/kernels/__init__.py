@@ -1,0 +1,1 @@
+"""Kernel libraries for the NumPy runtime (no torch)."""

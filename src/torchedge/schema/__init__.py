@@ -1,0 +1,1 @@
+"""The `.pte` program schema as plain Python data (no torch, no flatbuffers)."""
