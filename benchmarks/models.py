@@ -1,0 +1,66 @@
+"""Spine models: torchedge vs PyTorch eager vs the real ExecuTorch (portable), in one run.
+
+Prints latency (median, one thread everywhere), ratios, planned memory bytes and
+`.pte` sizes. Usage: python benchmarks/models.py [model ...] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402  (sets the thread environment first)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from torchedge.exir import to_edge  # noqa: E402
+from torchedge.models import MODEL_NAMES, load_model  # noqa: E402
+from torchedge.runtime import Runtime  # noqa: E402
+
+
+def bench(name: str, repeat: int) -> list:
+    from executorch.exir import to_edge as et_to_edge
+    from executorch.runtime import Runtime as ETRuntime
+
+    model, inputs = load_model(name)
+    exported = torch.export.export(model, inputs)
+    ours = to_edge(exported).to_executorch()
+    theirs = et_to_edge(torch.export.export(model, inputs)).to_executorch()
+
+    method = Runtime.get().load_program(ours.buffer).load_method("forward")
+    np_inputs = [t.numpy() for t in inputs]
+    et_method = ETRuntime.get().load_program(theirs.buffer).load_method("forward")
+
+    with torch.no_grad():
+        t_eager = _common.median_seconds(lambda: model(*inputs), repeat)
+    t_ours = _common.median_seconds(lambda: method.execute(np_inputs), repeat)
+    t_et = _common.median_seconds(lambda: et_method.execute(list(inputs)), max(1, repeat // 4))
+
+    ours_mem = sum(ours.program.execution_plan[0].non_const_buffer_sizes)
+    et_mem = sum(theirs.executorch_program.execution_plan[0].non_const_buffer_sizes)
+    with torch.no_grad():
+        ref = model(*inputs).numpy()
+    err = float(np.max(np.abs(method.execute(np_inputs)[0] - ref)) / np.max(np.abs(ref)))
+    return [name, f"{t_ours * 1e3:.2f}", f"{t_eager * 1e3:.2f}", f"{t_et * 1e3:.2f}",
+            f"{t_ours / t_eager:.2f}", f"{t_ours / t_et:.3f}",
+            f"{ours_mem:,}", f"{et_mem:,}", f"{ours_mem / et_mem:.2f}",
+            f"{len(ours.buffer):,}", f"{len(theirs.buffer):,}", f"{err:.1e}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(MODEL_NAMES))
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = [bench(name, args.repeat) for name in args.models]
+    _common.print_table(
+        ["model", "torchedge ms", "eager ms", "ExecuTorch ms", "te/eager", "te/ET",
+         "te planned B", "ET planned B", "te/ET mem", "te .pte B", "ET .pte B", "rel err"], rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""The `torchedge` command line: export, run, inspect, check.
+
+`run` and `inspect` use only the NumPy runtime; `export` and `check` import
+the AOT compiler (torch) when they are called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from torchedge.errors import TorchEdgeError
+
+__all__ = ["main"]
+
+
+def _stage(message: str) -> None:
+    print(f"[torchedge] {message}", file=sys.stderr, flush=True)
+
+
+def _compile(model_name: str):
+    import torch
+
+    from torchedge.exir import to_edge
+    from torchedge.models import load_model
+
+    _stage(f"building model '{model_name}'")
+    model, inputs = load_model(model_name)
+    _stage("torch.export.export")
+    exported = torch.export.export(model, inputs)
+    _stage("to_edge (core ATen decomposition)")
+    edge = to_edge(exported)
+    _stage("to_executorch (out variants, memory planning, emit)")
+    return model, inputs, edge.to_executorch()
+
+
+def cmd_export(args) -> int:
+    _, _, program = _compile(args.model)
+    out = args.output or f"{args.model.split(':')[-1]}.pte"
+    program.save(out)
+    print(f"wrote {out} ({len(program.buffer):,} bytes)")
+    return 0
+
+
+def _random_inputs(meta, seed: int):
+    from torchedge.runtime.method_meta import TensorMeta
+
+    rng = np.random.default_rng(seed)
+    inputs = []
+    for i, m in enumerate(meta.inputs):
+        if not isinstance(m, TensorMeta):
+            raise TorchEdgeError(f"input {i} is a {m.__name__} scalar: pass it with --inputs")
+        if m.dtype.kind == "f":
+            inputs.append(rng.standard_normal(m.shape).astype(m.dtype))
+        elif m.dtype.kind == "b":
+            inputs.append(rng.random(m.shape) < 0.5)
+        else:
+            inputs.append(rng.integers(0, 100, m.shape).astype(m.dtype))
+    return inputs
+
+
+def _time(fn, repeat: int) -> tuple[float, object]:
+    result = fn()  # warm-up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), result
+
+
+def _summary(array) -> str:
+    if not isinstance(array, np.ndarray):
+        return repr(array)
+    flat = array.reshape(-1)[:6]
+    return f"{array.dtype} {list(array.shape)} first values {np.array2string(flat, precision=4)}"
+
+
+def cmd_run(args) -> int:
+    from torchedge.runtime import Runtime
+
+    program = Runtime.get().load_program(args.pte)
+    method = program.load_method(args.method)
+    if args.inputs:
+        with np.load(args.inputs) as data:
+            inputs = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[-1]))]
+    else:
+        inputs = _random_inputs(method.meta, args.seed)
+    median, outputs = _time(lambda: method.execute(inputs), args.repeat)
+    for i, out in enumerate(outputs):
+        print(f"output {i}: {_summary(out)}")
+    print(f"latency: {median * 1e3:.3f} ms (median of {args.repeat})")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from torchedge.runtime.inspect import describe_program
+
+    print(describe_program(args.pte))
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Export a model, run it on the NumPy runtime and compare with PyTorch eager."""
+    import torch
+
+    from torchedge.runtime import Runtime
+
+    model, inputs, program = _compile(args.model)
+    _stage(f".pte is {len(program.buffer):,} bytes; loading it with the NumPy runtime")
+    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    np_inputs = [t.numpy() for t in inputs]
+    te_time, outputs = _time(lambda: method.execute(np_inputs), args.repeat)
+    with torch.no_grad():
+        eager_time, expected = _time(lambda: model(*inputs), args.repeat)
+    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    worst = 0.0
+    for i, (got, want) in enumerate(zip(outputs, expected)):
+        want = want.numpy()
+        error = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-12)
+        worst = max(worst, error)
+        print(f"output {i}: {_summary(got)}")
+        print(f"  eager:  {_summary(want)}")
+        print(f"  max abs error relative to max |eager| = {error:.2e}")
+    print(f"latency: torchedge {te_time * 1e3:.3f} ms, eager {eager_time * 1e3:.3f} ms "
+          f"(median of {args.repeat}, torch threads={torch.get_num_threads()})")
+    ok = worst <= args.tolerance and len(outputs) == len(expected)
+    print("PASS" if ok else f"FAIL: error {worst:.2e} > tolerance {args.tolerance:.0e}")
+    return 0 if ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="torchedge", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("export", help="compile a built-in or user model to .pte")
+    p.add_argument("model", help="built-in name (mlp, cnn, mobilenet_v2, llama) or path.py:factory")
+    p.add_argument("-o", "--output", help="output .pte path (default: <model>.pte)")
+    p.set_defaults(fn=cmd_export)
+
+    p = sub.add_parser("run", help="execute a .pte with the NumPy runtime")
+    p.add_argument("pte")
+    p.add_argument("--method", default="forward")
+    p.add_argument("--inputs", help=".npz file with arrays named input_0, input_1, ... (default: random)")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("inspect", help="methods, signatures, operators and memory of a .pte")
+    p.add_argument("pte")
+    p.set_defaults(fn=cmd_inspect)
+
+    p = sub.add_parser("check", help="export a model, run it on the runtime, compare with PyTorch eager")
+    p.add_argument("model", nargs="?", default="cnn")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--tolerance", type=float, default=1e-4)
+    p.set_defaults(fn=cmd_check)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (TorchEdgeError, FileNotFoundError, KeyError) as e:
+        print(f"torchedge {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""User-facing configuration of the two compilation stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
+
+__all__ = ["EdgeCompileConfig", "ExecutorchBackendConfig"]
+
+
+@dataclass
+class EdgeCompileConfig:
+    """Options of `to_edge`.
+
+    ``_check_ir_validity`` keeps ExecuTorch's spelling so that user scripts port unchanged.
+    """
+
+    _check_ir_validity: bool = True
+
+
+@dataclass
+class ExecutorchBackendConfig:
+    """Options of `EdgeProgramManager.to_executorch`.
+
+    passes: user passes run on each method's edge graph before the out-variant pass.
+    memory_planning_pass: places every planned tensor; swap it to change the algorithm.
+    segment_alignment / constant_tensor_alignment: byte alignment in the `.pte`.
+    """
+
+    passes: list[Callable] = field(default_factory=list)
+    memory_planning_pass: MemoryPlanningPass = field(default_factory=MemoryPlanningPass)
+    extract_delegate_segments: bool = True
+    segment_alignment: int = 128
+    constant_tensor_alignment: int = 16

@@ -1,0 +1,41 @@
+"""The program-wide table of constant tensor bytes, deduplicated by content."""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from torchedge.schema.program import Buffer
+
+__all__ = ["ConstantTable", "tensor_bytes"]
+
+
+def tensor_bytes(t: torch.Tensor) -> bytes:
+    """The tensor's elements in contiguous (row-major) order, as raw bytes."""
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+
+
+class ConstantTable:
+    """Index 0 is reserved (``data_buffer_idx == 0`` means "not a constant")."""
+
+    def __init__(self) -> None:
+        self._buffers: list[bytes] = [b""]
+        self._index: dict[bytes, int] = {}
+
+    def add(self, data: bytes) -> int:
+        digest = hashlib.sha256(data).digest()
+        index = self._index.get(digest)
+        if index is None:
+            index = len(self._buffers)
+            self._buffers.append(data)
+            self._index[digest] = index
+        return index
+
+    def buffers(self) -> list[Buffer]:
+        return [Buffer(storage=b) for b in self._buffers]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(len(b) for b in self._buffers)

@@ -1,0 +1,313 @@
+"""Emit one method: walk the final graph and build an `ExecutionPlan`.
+
+`MethodEmitter` is a `torch.fx.Interpreter` with one method per node kind.
+Instead of computing tensors it returns `Value` handles (indices into the
+plan's value table) and appends instructions.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch.utils._pytree import treespec_dumps
+
+from torchedge.errors import ExportError
+from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
+from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
+from torchedge.exir.memory import alloc
+from torchedge.exir.op_schema import out_argument_names
+from torchedge.exir.passes.out_variant import bind_arguments
+from torchedge.exir.source import describe_node
+from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
+from torchedge.schema.program import (
+    AllocationDetails,
+    Bool,
+    BoolList,
+    Chain,
+    ContainerMetadata,
+    Double,
+    DoubleList,
+    EValue,
+    ExecutionPlan,
+    Instruction,
+    Int,
+    IntList,
+    KernelCall,
+    Null,
+    Operator,
+    OptionalTensorList,
+    String,
+    Tensor,
+    TensorList,
+)
+from torchedge.schema.scalar_type import ScalarType
+from torchedge.schema.program import TensorShapeDynamism
+
+__all__ = ["Value", "MethodEmitter", "emit_constant_method"]
+
+
+class Value:
+    """A handle on an entry of the value table (distinct from literal ints in arguments)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+class MethodEmitter(torch.fx.Interpreter):
+    """Build the `ExecutionPlan` of one method from its out-variant, planned graph."""
+
+    def __init__(self, name: str, graph_module: torch.fx.GraphModule, exported_program,
+                 constants: ConstantTable, non_const_buffer_sizes: list[int]):
+        super().__init__(graph_module, garbage_collect_values=False)
+        self.name = name
+        self.exported_program = exported_program
+        self.constants = constants
+        self.non_const_buffer_sizes = non_const_buffer_sizes
+        self.values: list[EValue] = []
+        self.instructions: list[Instruction] = []
+        self.operators: dict[tuple[str, str], int] = {}
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
+        self._spec_values: dict[int, int] = {}
+        self.node: torch.fx.Node | None = None
+
+    # -- driving ---------------------------------------------------------------
+
+    def emit(self) -> ExecutionPlan:
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        self.run(*([None] * len(placeholders)))
+        call_spec = self.exported_program.call_spec
+        return ExecutionPlan(
+            name=self.name,
+            container_meta_type=ContainerMetadata(
+                encoded_inp_str=treespec_dumps(call_spec.in_spec) if call_spec.in_spec else "",
+                encoded_out_str=treespec_dumps(call_spec.out_spec) if call_spec.out_spec else "",
+            ),
+            values=self.values,
+            inputs=self.inputs,
+            outputs=self.outputs,
+            chains=[Chain(inputs=[], outputs=[], instructions=self.instructions)],
+            operators=[Operator(name=n, overload=o) for (n, o) in self.operators],
+            delegates=[],
+            non_const_buffer_sizes=list(self.non_const_buffer_sizes),
+        )
+
+    def run_node(self, n: torch.fx.Node):
+        self.node = n
+        try:
+            return super().run_node(n)
+        except ExportError:
+            raise
+        except Exception as e:  # re-raise with the node and the user's source line
+            raise ExportError(f"cannot emit {describe_node(n)}: {e}") from e
+
+    # -- node kinds ------------------------------------------------------------
+
+    def placeholder(self, target, args, kwargs):
+        node = self.node
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            index = self._add_literal(val)
+            self.inputs.append(index)
+            return Value(index)
+        spec: TensorSpec = node.meta["spec"]
+        if spec.const:
+            return Value(self._constant_tensor(self._constant_of(node.name), spec))
+        index = self._tensor_value(spec)
+        self.inputs.append(index)
+        return Value(index)
+
+    def call_function(self, target, args, kwargs):
+        if target is alloc:
+            return Value(self._tensor_value(self.node.meta["spec"]))
+        if target is operator.getitem:
+            return args[0][args[1]]
+        if not isinstance(target, torch._ops.OpOverload):
+            raise ExportError(f"cannot emit call to {target!r}")
+        return self._emit_kernel_call(target, args, kwargs)
+
+    def output(self, target, args, kwargs):
+        outputs = args[0] if isinstance(args[0], (tuple, list)) else [args[0]]
+        for out in outputs:
+            self.outputs.append(out.index if isinstance(out, Value) else self._add_literal(out))
+        return None
+
+    def get_attr(self, target, args, kwargs):
+        raise ExportError(f"get_attr '{target}' is not supported: lift it to a constant with torch.export")
+
+    # -- kernel calls ----------------------------------------------------------
+
+    def _emit_kernel_call(self, op: torch._ops.OpOverload, args, kwargs):
+        schema = op._schema
+        bound = bind_arguments(op, args, kwargs)
+        arg_indices = []
+        for schema_arg in schema.arguments:
+            if schema_arg.name in bound:
+                value = bound[schema_arg.name]
+            elif schema_arg.has_default_value():
+                value = schema_arg.default_value
+            else:
+                raise ExportError(f"operator {schema.name}.{schema.overload_name} is missing argument "
+                                  f"'{schema_arg.name}'")
+            arg_indices.append(self._argument(value, schema_arg.type))
+        outs = [bound[name] for name in out_argument_names(op)]
+        if len(outs) == 1:
+            arg_indices.append(outs[0].index)
+        elif len(outs) > 1 and schema.returns:
+            arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
+        op_index = self.operators.setdefault((schema.name, schema.overload_name), len(self.operators))
+        self.instructions.append(Instruction(instr_args=KernelCall(op_index=op_index, args=arg_indices)))
+        if not outs:
+            raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
+        return outs[0] if len(outs) == 1 else list(outs)
+
+    def _argument(self, value, arg_type) -> int:
+        """Value index for one argument of declared type ``arg_type``."""
+        if isinstance(value, Value):
+            return value.index
+        kind = _type_kind(arg_type)
+        if value is None:
+            if kind == "Tensor":  # None for a non-optional tensor: an empty tensor, as ExecuTorch does
+                return self._add(EValue(val=_tensor_schema(ScalarType.BYTE, (0,), (0,))))
+            return self._add(EValue(val=Null()))
+        if kind == "Tensor" and isinstance(value, (bool, int, float)):
+            return self._constant_tensor(tensor_bytes(_scalar_tensor(value)), _scalar_spec(value))
+        if isinstance(value, (list, tuple)):
+            return self._list(value, arg_type)
+        return self._add_literal(value)
+
+    def _list(self, items, arg_type) -> int:
+        elem = _type_kind(arg_type.getElementType()) if hasattr(arg_type, "getElementType") else None
+        if any(isinstance(v, Value) for v in items) or elem in ("Tensor", "Optional[Tensor]"):
+            if elem == "Optional[Tensor]":
+                return self._add(EValue(val=OptionalTensorList(
+                    items=[-1 if v is None else v.index for v in items])))
+            return self._add(EValue(val=TensorList(items=[v.index for v in items])))
+        if elem == "float" or (elem is None and any(isinstance(v, float) for v in items)):
+            return self._add(EValue(val=DoubleList(items=[float(v) for v in items])))
+        if elem == "bool" or (elem is None and items and all(isinstance(v, bool) for v in items)):
+            return self._add(EValue(val=BoolList(items=[bool(v) for v in items])))
+        boxed = [self._add(EValue(val=Int(int_val=int(v)))) for v in items]
+        return self._add(EValue(val=IntList(items=boxed)))
+
+    def _add_literal(self, value) -> int:
+        if value is None:
+            return self._add(EValue(val=Null()))
+        if isinstance(value, bool):
+            return self._add(EValue(val=Bool(bool_val=value)))
+        if isinstance(value, int):
+            return self._add(EValue(val=Int(int_val=value)))
+        if isinstance(value, float):
+            return self._add(EValue(val=Double(double_val=value)))
+        if isinstance(value, str):
+            return self._add(EValue(val=String(string_val=value)))
+        if isinstance(value, torch.dtype):
+            return self._add(EValue(val=Int(int_val=int(scalar_type(value)))))
+        if isinstance(value, torch.memory_format) and value in MEMORY_FORMAT_CODES:
+            return self._add(EValue(val=Int(int_val=MEMORY_FORMAT_CODES[value])))
+        if isinstance(value, torch.layout) and value in LAYOUT_CODES:
+            return self._add(EValue(val=Int(int_val=LAYOUT_CODES[value])))
+        if isinstance(value, torch.device):
+            if value.type != "cpu":
+                raise ExportError(f"device {value} is not supported: torchedge programs run on the CPU")
+            return self._add(EValue(val=Null()))
+        raise ExportError(f"cannot emit argument value {value!r} of type {type(value).__name__}")
+
+    # -- tensors ---------------------------------------------------------------
+
+    def _tensor_value(self, spec: TensorSpec) -> int:
+        """The planned tensor value of ``spec`` (one value per spec, shared by its writers)."""
+        index = self._spec_values.get(id(spec))
+        if index is None:
+            allocation = None
+            if spec.mem_id is not None:
+                allocation = AllocationDetails(memory_id=spec.mem_id,
+                                               memory_offset_low=spec.mem_offset & 0xFFFFFFFF,
+                                               memory_offset_high=spec.mem_offset >> 32)
+            tensor = _tensor_schema(scalar_type(spec.dtype), spec.shape, spec.dim_order)
+            tensor.allocation_info = allocation
+            index = self._add(EValue(val=tensor))
+            self._spec_values[id(spec)] = index
+        return index
+
+    def _constant_tensor(self, data: bytes, spec: TensorSpec) -> int:
+        tensor = _tensor_schema(scalar_type(spec.dtype), spec.shape, contiguous_dim_order(len(spec.shape)))
+        tensor.data_buffer_idx = self.constants.add(data)
+        return self._add(EValue(val=tensor))
+
+    def _constant_of(self, placeholder_name: str) -> bytes:
+        ep = self.exported_program
+        sig = ep.graph_signature
+        for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
+            if placeholder_name in mapping:
+                fqn = mapping[placeholder_name]
+                tensor = ep.state_dict[fqn] if fqn in ep.state_dict else ep.constants[fqn]
+                return tensor_bytes(tensor)
+        raise ExportError(f"placeholder '{placeholder_name}' is marked constant but has no value")
+
+    def _add(self, value) -> int:
+        if not isinstance(value, EValue):
+            value = EValue(val=value)
+        self.values.append(value)
+        return len(self.values) - 1
+
+
+def emit_constant_method(name: str, value) -> ExecutionPlan:
+    """A method with no instructions that returns ``value`` (ExecuTorch's "prim getter")."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    values = []
+    for item in items:
+        if isinstance(item, bool):
+            values.append(EValue(val=Bool(bool_val=item)))
+        elif isinstance(item, int):
+            values.append(EValue(val=Int(int_val=item)))
+        elif isinstance(item, float):
+            values.append(EValue(val=Double(double_val=item)))
+        elif isinstance(item, str):
+            values.append(EValue(val=String(string_val=item)))
+        else:
+            raise ExportError(f"constant method '{name}': unsupported value {item!r} "
+                              "(use int, float, bool, str or a list of them)")
+    return ExecutionPlan(
+        name=name,
+        container_meta_type=ContainerMetadata(encoded_inp_str="", encoded_out_str=""),
+        values=values,
+        inputs=[],
+        outputs=list(range(len(values))),
+        chains=[Chain(inputs=[], outputs=[], instructions=[])],
+        operators=[],
+        delegates=[],
+        non_const_buffer_sizes=[0],
+    )
+
+
+def _type_kind(arg_type) -> str:
+    """``"Tensor"``, ``"Optional[Tensor]"``, ``"int"``, ``"float"``, ``"bool"``, ... of a schema type."""
+    return str(arg_type)
+
+
+def _tensor_schema(code: ScalarType, shape, dim_order) -> Tensor:
+    return Tensor(
+        scalar_type=code,
+        storage_offset=0,
+        sizes=[int(s) for s in shape],
+        dim_order=list(dim_order),
+        requires_grad=False,
+        data_buffer_idx=0,
+        allocation_info=None,
+        layout=0,
+        shape_dynamism=TensorShapeDynamism.STATIC,
+        extra_tensor_info=None,
+    )
+
+
+def _scalar_tensor(value) -> torch.Tensor:
+    """A Python scalar in a Tensor position becomes a 0-d tensor with the scalar's default dtype."""
+    return torch.tensor(value)
+
+
+def _scalar_spec(value) -> TensorSpec:
+    return TensorSpec.from_tensor(_scalar_tensor(value), const=True)

@@ -1,0 +1,100 @@
+"""The memory-planning pass: give every planned tensor of a graph a memory id and offset.
+
+Adapts an out-variant graph to the pure algorithms in `algorithms`: it collects
+one `TensorSpec` per buffer, computes lifetimes over node order, runs the
+algorithm and writes ``mem_id``/``mem_offset`` back onto the specs.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+import torch
+
+from torchedge.exir.memory import alloc
+from torchedge.exir.memory_planning.algorithms import Allocation, MemoryPlan, greedy_by_size, lower_bound
+from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.tensor_spec import TensorSpec
+
+__all__ = ["MemoryPlanningPass", "assign_specs", "planned_specs"]
+
+Algorithm = Callable[[list[Allocation], int], MemoryPlan]
+
+
+def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -> None:
+    """Attach ``meta["spec"]`` to every tensor-valued node.
+
+    Out-variant calls share the spec object of the `alloc` node they write, so
+    lifetimes computed per spec cover both.
+    """
+    for node in graph_module.graph.nodes:
+        if node.op == "placeholder":
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                node.meta["spec"] = TensorSpec.from_tensor(val, const=node.name in constant_names)
+        elif node.op == "call_function" and node.target is alloc:
+            node.meta["spec"] = TensorSpec.from_tensor(node.meta["val"])
+        elif node.op == "call_function" and node.target is operator.getitem:
+            parent_spec = node.args[0].meta.get("spec")
+            if isinstance(parent_spec, (tuple, list)):
+                node.meta["spec"] = parent_spec[node.args[1]]
+        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            outs = [node.kwargs[a.name].meta["spec"] for a in node.target._schema.arguments
+                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+            if outs:
+                node.meta["spec"] = outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _node_specs(node: torch.fx.Node) -> list[TensorSpec]:
+    spec = node.meta.get("spec")
+    if spec is None:
+        return []
+    return list(spec) if isinstance(spec, (tuple, list)) else [spec]
+
+
+def planned_specs(graph_module: torch.fx.GraphModule) -> list[TensorSpec]:
+    """Specs that need planned memory, with ``lifetime`` filled in (node indices).
+
+    A tensor lives from the node that defines it to its last user; graph
+    outputs live to the end of the program.
+    """
+    nodes = list(graph_module.graph.nodes)
+    position = {node: i for i, node in enumerate(nodes)}
+    specs: dict[int, TensorSpec] = {}
+    for index, node in enumerate(nodes):
+        for spec in _node_specs(node):
+            if spec.const:
+                continue
+            if id(spec) not in specs:
+                specs[id(spec)] = spec
+                spec.lifetime = [index, index]
+            last_use = max((position[user] for user in node.users), default=index)
+            spec.lifetime[1] = max(spec.lifetime[1], last_use)
+    return list(specs.values())
+
+
+class MemoryPlanningPass(PassBase):
+    """Plan every non-constant tensor into memory id 1 with the given algorithm.
+
+    After the pass, ``self.plan`` holds the arena size, ``self.lower_bound`` the
+    largest total of simultaneously live bytes.
+    """
+
+    def __init__(self, algorithm: Algorithm = greedy_by_size, alignment: int = 16):
+        super().__init__()
+        self.algorithm = algorithm
+        self.alignment = alignment
+        self.plan: MemoryPlan | None = None
+        self.lower_bound = 0
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        specs = planned_specs(graph_module)
+        allocations = [Allocation(s.nbytes, s.lifetime[0], s.lifetime[1]) for s in specs]
+        self.plan = self.algorithm(allocations, self.alignment)
+        self.lower_bound = lower_bound(allocations, self.alignment)
+        for spec, offset in zip(specs, self.plan.offsets):
+            spec.mem_id = 1
+            spec.mem_offset = offset
+        graph_module.meta["non_const_buffer_sizes"] = [0, self.plan.total]
+        return PassResult(graph_module, True)

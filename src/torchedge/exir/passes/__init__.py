@@ -1,0 +1,8 @@
+"""Graph passes. Each is a small `PassBase` subclass with one job."""
+
+from torchedge.exir.passes.out_variant import OutVariantPass
+from torchedge.exir.passes.pass_base import PassBase, PassResult, run_passes
+from torchedge.exir.passes.remove_asserts import RemoveAssertsPass
+from torchedge.exir.passes.view_to_copy import ViewToCopyPass
+
+__all__ = ["PassBase", "PassResult", "run_passes", "OutVariantPass", "RemoveAssertsPass", "ViewToCopyPass"]

@@ -1,0 +1,78 @@
+"""Swap every functional operator for its out variant, with an `alloc` node per output.
+
+``relu(x)`` becomes ``relu.out(x, out=alloc((2, 3), float32))``: the buffer an
+operator writes becomes a node of its own, which memory planning places and
+the emitter turns into a planned tensor.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from torchedge.errors import ExportError
+from torchedge.exir.memory import alloc
+from torchedge.exir.op_schema import is_out_variant, op_name, out_argument_names, out_variant
+from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.source import describe_node
+
+__all__ = ["OutVariantPass", "bind_arguments"]
+
+
+def bind_arguments(op: torch._ops.OpOverload, args, kwargs) -> dict:
+    """Map a call's positional and keyword arguments to the schema's argument names."""
+    bound = dict(kwargs)
+    for schema_arg, value in zip(op._schema.arguments, args):
+        bound[schema_arg.name] = value
+    return bound
+
+
+def _outputs_of(node: torch.fx.Node) -> list:
+    val = node.meta.get("val")
+    return list(val) if isinstance(val, (tuple, list)) else [val]
+
+
+class OutVariantPass(PassBase):
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        graph = graph_module.graph
+        modified = False
+        for node in list(graph.nodes):
+            if node.op != "call_function" or node.target is operator.getitem:
+                continue
+            if not isinstance(node.target, torch._ops.OpOverload):
+                raise ExportError(f"cannot emit call to {node.target!r} {describe_node(node)}")
+            if is_out_variant(node.target):
+                continue
+            try:
+                out_op = out_variant(node.target)
+            except ExportError as e:
+                raise ExportError(f"{e} {describe_node(node)}") from None
+            self._rewrite(graph, node, out_op)
+            modified = True
+        return PassResult(graph_module, modified)
+
+    @staticmethod
+    def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, out_op) -> None:
+        bound = bind_arguments(node.target, node.args, node.kwargs)
+        out_names = out_argument_names(out_op)
+        outputs = _outputs_of(node)
+        with graph.inserting_before(node):
+            for name, val in zip(out_names, outputs):
+                buffer = graph.call_function(alloc, (tuple(int(s) for s in val.shape), val.dtype))
+                buffer.meta["val"] = val
+                buffer.meta["stack_trace"] = node.meta.get("stack_trace")
+                bound[name] = buffer
+        args, kwargs = [], {}
+        positional = True
+        for schema_arg in out_op._schema.arguments:
+            if schema_arg.name not in bound:
+                positional = False
+            elif positional and not schema_arg.kwarg_only:
+                args.append(bound[schema_arg.name])
+            else:
+                positional = False
+                kwargs[schema_arg.name] = bound[schema_arg.name]
+        node.target = out_op
+        node.args = tuple(args)
+        node.kwargs = kwargs

@@ -1,0 +1,27 @@
+"""Drop runtime assertion ops that export leaves in the graph and ExecuTorch does not run."""
+
+from __future__ import annotations
+
+import torch
+
+from torchedge.exir.passes.pass_base import PassBase, PassResult
+
+__all__ = ["RemoveAssertsPass"]
+
+_ASSERT_OPS = {
+    torch.ops.aten._assert_tensor_metadata.default,
+    torch.ops.aten._assert_scalar.default,
+    torch.ops.aten.sym_constrain_range_for_size.default,
+    torch.ops.aten.sym_constrain_range.default,
+    torch.ops.aten._assert_async.msg,
+}
+
+
+class RemoveAssertsPass(PassBase):
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        modified = False
+        for node in list(graph_module.graph.nodes):
+            if node.op == "call_function" and node.target in _ASSERT_OPS and not node.users:
+                graph_module.graph.erase_node(node)
+                modified = True
+        return PassResult(graph_module, modified)

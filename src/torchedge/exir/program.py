@@ -1,0 +1,142 @@
+"""The public pipeline: `to_edge` -> `EdgeProgramManager` -> `ExecutorchProgramManager`.
+
+The passes each stage runs are listed, in order, in `EDGE_PASSES` and in
+`EdgeProgramManager.to_executorch`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import torch
+from torch.export import ExportedProgram
+
+from torchedge.errors import ExportError
+from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
+from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
+from torchedge.exir.memory_planning.planning_pass import assign_specs
+from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ViewToCopyPass, run_passes
+from torchedge.schema.program import Program
+from torchedge.serialize import serialize_pte
+
+__all__ = ["to_edge", "EdgeProgramManager", "ExecutorchProgramManager", "MethodPlanSummary"]
+
+# ATen dialect -> Edge dialect, after core-ATen decomposition.
+EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass)
+
+
+def _as_method_dict(programs) -> dict[str, ExportedProgram]:
+    if isinstance(programs, ExportedProgram):
+        return {"forward": programs}
+    if isinstance(programs, dict) and all(isinstance(p, ExportedProgram) for p in programs.values()):
+        return dict(programs)
+    raise ExportError("to_edge expects an ExportedProgram or a dict of method name -> ExportedProgram, "
+                      f"got {type(programs).__name__}")
+
+
+def _to_edge_program(ep: ExportedProgram) -> ExportedProgram:
+    edge = ep.run_decompositions(torch.export.default_decompositions())
+    run_passes(edge.graph_module, [p() for p in EDGE_PASSES])
+    return edge
+
+
+def to_edge(programs, constant_methods: dict | None = None,
+            compile_config: EdgeCompileConfig | None = None) -> "EdgeProgramManager":
+    """Lower exported programs to the Edge dialect (core ATen, no view ops)."""
+    methods = {name: _to_edge_program(ep) for name, ep in _as_method_dict(programs).items()}
+    return EdgeProgramManager(methods, constant_methods or {}, compile_config or EdgeCompileConfig())
+
+
+class EdgeProgramManager:
+    def __init__(self, methods: dict[str, ExportedProgram], constant_methods: dict,
+                 compile_config: EdgeCompileConfig):
+        self._methods = methods
+        self._constant_methods = constant_methods
+        self.compile_config = compile_config
+
+    @property
+    def methods(self) -> set[str]:
+        return set(self._methods)
+
+    def exported_program(self, method_name: str = "forward") -> ExportedProgram:
+        return self._methods[method_name]
+
+    def transform(self, passes) -> "EdgeProgramManager":
+        """Run user passes on a copy of every method; returns a new manager."""
+        methods = {}
+        for name, ep in self._methods.items():
+            ep = copy.deepcopy(ep)
+            run_passes(ep.graph_module, list(passes))
+            methods[name] = ep
+        return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
+
+    def to_executorch(self, config: ExecutorchBackendConfig | None = None) -> "ExecutorchProgramManager":
+        """Out variants, memory planning and emission; serialises to `.pte` bytes."""
+        config = config or ExecutorchBackendConfig()
+        constants = ConstantTable()
+        plans, graphs, summaries = [], {}, {}
+        for name in sorted(self._methods):
+            ep = self._methods[name]
+            gm = copy.deepcopy(ep.graph_module)
+            gm = run_passes(gm, [*config.passes, OutVariantPass()])
+            sig = ep.graph_signature
+            constant_names = (set(sig.inputs_to_parameters) | set(sig.inputs_to_buffers)
+                              | set(sig.inputs_to_lifted_tensor_constants))
+            assign_specs(gm, constant_names)
+            planner = config.memory_planning_pass
+            planner(gm)
+            sizes = gm.meta["non_const_buffer_sizes"]
+            plans.append(MethodEmitter(name, gm, ep, constants, sizes).emit())
+            graphs[name] = gm
+            summaries[name] = MethodPlanSummary(sizes[1:], planner.lower_bound)
+        plans.extend(emit_constant_method(n, v) for n, v in self._constant_methods.items())
+        plans.sort(key=lambda p: p.name)
+        program = Program(version=0, execution_plan=plans, constant_buffer=constants.buffers(),
+                          backend_delegate_data=[], segments=[])
+        buffer = serialize_pte(program, segment_alignment=config.segment_alignment,
+                               constant_tensor_alignment=config.constant_tensor_alignment,
+                               extract_delegate_segments=config.extract_delegate_segments)
+        return ExecutorchProgramManager(buffer, program, graphs, summaries)
+
+
+@dataclass(frozen=True)
+class MethodPlanSummary:
+    """Planned arena sizes of one method and the lower bound for them."""
+
+    planned_buffer_sizes: list[int]
+    lower_bound: int
+
+
+class ExecutorchProgramManager:
+    def __init__(self, buffer: bytes, program: Program, graph_modules: dict[str, torch.fx.GraphModule],
+                 memory_plans: dict[str, MethodPlanSummary]):
+        self._buffer = buffer
+        self._program = program
+        self._graph_modules = graph_modules
+        self.memory_plans = memory_plans
+
+    @property
+    def buffer(self) -> bytes:
+        return self._buffer
+
+    @property
+    def program(self) -> Program:
+        return self._program
+
+    @property
+    def methods(self) -> set[str]:
+        return {plan.name for plan in self._program.execution_plan}
+
+    def graph_module(self, method_name: str = "forward") -> torch.fx.GraphModule:
+        """The final (out-variant, planned) graph of a method."""
+        return self._graph_modules[method_name]
+
+    def write_to_file(self, f: BinaryIO) -> None:
+        f.write(self._buffer)
+
+    def save(self, path: str | os.PathLike) -> None:
+        with open(path, "wb") as f:
+            self.write_to_file(f)

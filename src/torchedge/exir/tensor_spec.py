@@ -1,0 +1,52 @@
+"""`TensorSpec`: what memory planning and the emitter know about one tensor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["TensorSpec"]
+
+
+def contiguous_dim_order(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank))
+
+
+@dataclass(eq=False)
+class TensorSpec:
+    """Shape, dtype and (after planning) placement of one tensor value.
+
+    Specs are compared by identity: an out-variant node and the `alloc` node that
+    provides its buffer share one spec object.
+    """
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    dim_order: tuple[int, ...]
+    const: bool = False
+    mem_id: int | None = None
+    mem_offset: int | None = None
+    lifetime: list[int] = field(default_factory=lambda: [-1, -1])
+
+    @classmethod
+    def from_tensor(cls, t: torch.Tensor, const: bool = False) -> "TensorSpec":
+        shape = tuple(int(s) for s in t.shape)
+        return cls(shape, t.dtype, _dim_order_of(t), const=const)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+def _dim_order_of(t: torch.Tensor) -> tuple[int, ...]:
+    if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
+        return (0, 2, 3, 1)
+    return contiguous_dim_order(t.dim())

@@ -1,0 +1,63 @@
+"""Human-readable description of a `.pte`: methods, signatures, operators, memory."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from torchedge.runtime.data_loader import loader_for
+from torchedge.runtime.method_meta import MethodMeta, TensorMeta
+from torchedge.runtime.tensor_view import dtype_of
+from torchedge.schema.program import KernelCall, Tensor
+
+__all__ = ["describe_program"]
+
+
+def _signature(items) -> str:
+    parts = []
+    for m in items:
+        if isinstance(m, TensorMeta):
+            parts.append(f"{m.dtype}{list(m.shape)}")
+        else:
+            parts.append(m.__name__)
+    return ", ".join(parts) or "-"
+
+
+def _constant_bytes(plan) -> tuple[int, int]:
+    count = nbytes = 0
+    for ev in plan.values or []:
+        t = ev.val
+        if isinstance(t, Tensor) and t.data_buffer_idx > 0 and t.allocation_info is None:
+            count += 1
+            nbytes += int(np.prod(t.sizes or [], dtype=np.int64)) * dtype_of(t.scalar_type, plan.name).itemsize
+    return count, nbytes
+
+
+def describe_program(source) -> str:
+    from torchedge.serialize import deserialize_pte
+
+    loader = loader_for(source)
+    pte = deserialize_pte(loader.data)
+    program = pte.program
+    lines = [f"file: {len(loader.data):,} bytes, {len(program.segments or [])} segment(s), "
+             f"segment data {sum(s.size for s in program.segments or []):,} bytes"]
+    for plan in program.execution_plan or []:
+        meta = MethodMeta.from_plan(plan)
+        n_const, const_bytes = _constant_bytes(plan)
+        instructions = plan.chains[0].instructions if plan.chains else []
+        calls = Counter(meta.operators[i.instr_args.op_index] for i in instructions
+                        if isinstance(i.instr_args, KernelCall))
+        lines += [
+            f"method '{meta.name}'",
+            f"  inputs:  {_signature(meta.inputs)}",
+            f"  outputs: {_signature(meta.outputs)}",
+            f"  instructions: {meta.num_instructions}, values: {len(plan.values or [])}",
+            f"  planned memory: {sum(meta.planned_buffer_sizes):,} bytes in buffers "
+            f"{[f'{s:,}' for s in meta.planned_buffer_sizes]}",
+            f"  constants: {n_const} tensors, {const_bytes:,} bytes",
+            f"  delegates: {', '.join(d.id for d in plan.delegates or []) or 'none'}",
+            f"  operators ({len(meta.operators)}):",
+        ]
+        lines += [f"    {calls.get(op, 0):5d} x {op}" for op in meta.operators]
+    return "\n".join(lines)

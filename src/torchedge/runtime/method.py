@@ -1,0 +1,230 @@
+"""`Method`: one loaded execution plan, ready to execute.
+
+Loading does all the work it can: arenas are allocated, every value is
+materialised (planned tensors as views, constants as zero-copy views),
+kernels and backends are resolved, static views are bound. `execute` then
+copies inputs in, runs a plain dispatch loop over the instructions and returns
+the outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from torchedge.errors import (
+    BackendMissingError,
+    InputError,
+    InvalidProgramError,
+    KernelError,
+    OperatorMissingError,
+    TorchEdgeError,
+)
+from torchedge.kernels.registry import get_kernel
+from torchedge.runtime.backend import get_backend
+from torchedge.runtime.inputs import as_numpy
+from torchedge.runtime.memory import MemoryManager
+from torchedge.runtime.method_meta import MethodMeta
+from torchedge.runtime.values import ValueTable
+from torchedge.schema.program import (
+    DelegateCall,
+    FreeCall,
+    JumpFalseCall,
+    KernelCall,
+    MoveCall,
+    Tensor,
+)
+
+__all__ = ["Method"]
+
+_KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE = range(5)
+_ET_VIEW = "executorch_prim::et_view.default"
+
+
+@dataclass
+class _Step:
+    """One compiled instruction: what to call, on which value indices, where the result goes."""
+
+    kind: int
+    fn: object = None
+    args: tuple = ()
+    ret: int = -1
+    label: str = ""
+
+
+class Method:
+    def __init__(self, plan, pte, max_arena_bytes: int | None = None):
+        self.name = plan.name
+        self._plan = plan
+        sizes = list(plan.non_const_buffer_sizes or [0])[1:]
+        self.memory = MemoryManager(sizes) if max_arena_bytes is None else MemoryManager(sizes, max_arena_bytes)
+        self._values = ValueTable(plan, pte, self.memory, self.name)
+        self._inputs = list(plan.inputs or [])
+        self._outputs = list(plan.outputs or [])
+        for i in self._inputs + self._outputs:
+            self._check_value_index(i, "input/output")
+        self._handles: list = []
+        self._delegates = [self._init_delegate(d, pte) for d in (plan.delegates or [])]
+        chains = plan.chains or []
+        if len(chains) > 1:
+            raise InvalidProgramError(f"method '{self.name}' has {len(chains)} chains; only one is supported")
+        instructions = chains[0].instructions if chains else []
+        self._steps = [s for s in (self._compile(pc, ins, plan) for pc, ins in enumerate(instructions))]
+        self.meta = MethodMeta.from_plan(plan)
+
+    # -- loading ---------------------------------------------------------------
+
+    def _check_value_index(self, index: int, what: str) -> None:
+        if not 0 <= index < len(self._values.values):
+            raise InvalidProgramError(f"method '{self.name}': {what} index {index} is outside the "
+                                      f"value table of {len(self._values.values)} entries")
+
+    def _init_delegate(self, delegate, pte):
+        try:
+            backend = get_backend(delegate.id)
+        except BackendMissingError as e:
+            raise BackendMissingError(f"method '{self.name}' delegates to {e}") from None
+        specs = {s.key: bytes(s.value) for s in (delegate.compile_specs or [])}
+        handle = backend.init(pte.delegate_data(delegate), specs)
+        self._handles.append((backend, handle))
+        return backend, handle
+
+    def _compile(self, pc: int, instruction, plan) -> _Step:
+        args = instruction.instr_args
+        where = f"method '{self.name}', instruction {pc}"
+        if isinstance(args, KernelCall):
+            return self._compile_kernel(pc, args, plan, where)
+        if isinstance(args, DelegateCall):
+            if not 0 <= args.delegate_index < len(self._delegates):
+                raise InvalidProgramError(f"{where}: delegate index {args.delegate_index} out of range")
+            for i in args.args:
+                self._check_value_index(i, where + " argument")
+            return _Step(_DELEGATE, self._delegates[args.delegate_index], tuple(args.args),
+                         label=f"delegate {plan.delegates[args.delegate_index].id}")
+        if isinstance(args, JumpFalseCall):
+            self._check_value_index(args.cond_value_index, where + " condition")
+            return _Step(_JUMP, None, (args.cond_value_index,), args.destination_instruction, "jump_false")
+        if isinstance(args, MoveCall):
+            self._check_value_index(args.move_from, where)
+            self._check_value_index(args.move_to, where)
+            return _Step(_MOVE, None, (args.move_from,), args.move_to, "move")
+        if isinstance(args, FreeCall):
+            self._check_value_index(args.value_index, where)
+            return _Step(_FREE, None, (args.value_index,), label="free")
+        raise InvalidProgramError(f"{where}: unknown instruction {type(args).__name__}")
+
+    def _compile_kernel(self, pc: int, call: KernelCall, plan, where: str) -> _Step:
+        operators = plan.operators or []
+        if not 0 <= call.op_index < len(operators):
+            raise InvalidProgramError(f"{where}: operator index {call.op_index} out of range "
+                                      f"(the method has {len(operators)} operators)")
+        op = operators[call.op_index]
+        name = f"{op.name}.{op.overload}" if op.overload else op.name
+        try:
+            kernel = get_kernel(name)
+        except OperatorMissingError:
+            raise OperatorMissingError(f"{where}: no kernel registered for operator '{name}'; "
+                                       "register one with torchedge.runtime.register_kernel") from None
+        indices = list(call.args)
+        for i in indices:
+            self._check_value_index(i, where + " argument")
+        if len(indices) < kernel.num_args:
+            raise InvalidProgramError(f"{where}: operator '{name}' takes {kernel.num_args} arguments, "
+                                      f"the instruction passes {len(indices)}")
+        step = _Step(_KERNEL, kernel.fn, tuple(indices[:kernel.num_args]), indices[-1], name)
+        if name == _ET_VIEW and self._bind_static_view(step):
+            return _Step(_MOVE, None, (), -1, "bound view")  # nothing left to do at runtime
+        return step
+
+    def _bind_static_view(self, step: _Step) -> bool:
+        """Bind a view of a tensor with fixed memory once, at load, instead of every run."""
+        base = step.args[0]
+        if self._values[base] is None:
+            return False
+        self._values.set(step.ret, step.fn(*[self._values[i] for i in step.args]))
+        return True
+
+    # -- execution -------------------------------------------------------------
+
+    def set_inputs(self, inputs) -> None:
+        inputs = list(inputs)
+        if len(inputs) != len(self._inputs):
+            raise InputError(f"method '{self.name}' takes {len(self._inputs)} input(s), got {len(inputs)}")
+        for position, (index, value) in enumerate(zip(self._inputs, inputs)):
+            self._set_input(position, index, value)
+
+    def _set_input(self, position: int, index: int, value) -> None:
+        schema = self._values.schema[index]
+        current = self._values[index]
+        where = f"method '{self.name}', input {position}"
+        if not isinstance(schema, Tensor):
+            if isinstance(value, np.ndarray) or type(value).__module__.startswith("torch"):
+                raise InputError(f"{where}: expected a {type(current).__name__} scalar, got a tensor")
+            self._values.set(index, value)
+            return
+        expected = self.meta.input_tensor_meta(position)
+        array = as_numpy(value, expected.dtype, where)
+        if array.dtype != expected.dtype:
+            raise InputError(f"{where}: expected dtype {expected.dtype}, got {array.dtype}")
+        if array.shape != expected.shape:
+            raise InputError(f"{where}: expected shape {list(expected.shape)}, got {list(array.shape)}")
+        if current is None:
+            self._values.set(index, np.ascontiguousarray(array))
+        else:
+            np.copyto(current, array)
+
+    def execute(self, inputs=()) -> list:
+        """Run the method on ``inputs`` and return copies of its outputs."""
+        self.set_inputs(inputs)
+        self._run()
+        return [v.copy() if isinstance(v, np.ndarray) else v for v in (self._values[i] for i in self._outputs)]
+
+    def _run(self) -> None:
+        values = self._values
+        table = values.values
+        steps = self._steps
+        pc, n = 0, len(steps)
+        try:
+            while pc < n:
+                step = steps[pc]
+                kind = step.kind
+                if kind == _KERNEL:
+                    result = step.fn(*[table[i] for i in step.args])
+                    if result is not None:
+                        values.set(step.ret, result)
+                elif kind == _DELEGATE:
+                    backend, handle = step.fn
+                    backend.execute(handle, [table[i] for i in step.args])
+                elif kind == _JUMP:
+                    if not _truthy(table[step.args[0]]):
+                        pc = step.ret
+                        continue
+                elif kind == _MOVE:
+                    if step.args:
+                        values.set(step.ret, table[step.args[0]])
+                elif kind == _FREE:
+                    values.set(step.args[0], None)
+                pc += 1
+        except TorchEdgeError as e:
+            raise type(e)(f"method '{self.name}', instruction {pc} ({steps[pc].label}): {e}") from e
+        except Exception as e:
+            raise KernelError(f"method '{self.name}', instruction {pc} ({steps[pc].label}) failed: "
+                              f"{type(e).__name__}: {e}") from e
+
+    def __del__(self):
+        for backend, handle in getattr(self, "_handles", ()):
+            try:
+                backend.destroy(handle)
+            except Exception:  # destruction must never raise out of __del__
+                pass
+
+
+def _truthy(value) -> bool:
+    if isinstance(value, np.ndarray):
+        if value.dtype != np.bool_:
+            raise InvalidProgramError(f"jump condition must be a bool or bool tensor, got {value.dtype}")
+        return bool(value.all())
+    if isinstance(value, bool):
+        return value
+    raise InvalidProgramError(f"jump condition must be a bool or bool tensor, got {type(value).__name__}")

@@ -1,0 +1,43 @@
+"""`Program`: a loaded `.pte`, from which methods are loaded."""
+
+from __future__ import annotations
+
+from torchedge.errors import InvalidProgramError
+from torchedge.runtime.data_loader import DataLoader
+from torchedge.runtime.method import Method
+from torchedge.runtime.method_meta import MethodMeta
+from torchedge.serialize import deserialize_pte
+
+__all__ = ["Program"]
+
+
+class Program:
+    def __init__(self, loader: DataLoader):
+        self._loader = loader  # constants are views onto its bytes: keep it alive
+        self._pte = deserialize_pte(loader.data)
+        self._plans = {plan.name: plan for plan in self._pte.program.execution_plan or []}
+        if len(self._plans) != len(self._pte.program.execution_plan or []):
+            raise InvalidProgramError("the program has two methods with the same name")
+
+    @property
+    def method_names(self) -> list[str]:
+        return list(self._plans)
+
+    @property
+    def pte(self):
+        """The decoded file: schema objects and segment access."""
+        return self._pte
+
+    def _plan(self, name: str):
+        plan = self._plans.get(name)
+        if plan is None:
+            raise KeyError(f"the program has no method '{name}'; methods: {', '.join(self._plans) or 'none'}")
+        return plan
+
+    def load_method(self, name: str = "forward", max_arena_bytes: int | None = None) -> Method:
+        """Allocate the method's planned memory and resolve its kernels and delegates."""
+        return Method(self._plan(name), self._pte, max_arena_bytes)
+
+    def metadata(self, name: str = "forward") -> MethodMeta:
+        """Signature and planned memory of a method, without allocating it."""
+        return MethodMeta.from_plan(self._plan(name))

@@ -1,0 +1,135 @@
+"""Turn a plan's `EValue` table into the Python objects kernels receive.
+
+Tensors become NumPy arrays (planned views into arenas, read-only constants,
+or ``None`` for tensors whose memory the caller supplies); scalars become
+Python scalars; lists become tuples/lists of the values they reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.errors import InvalidProgramError
+from torchedge.runtime.memory import MemoryManager
+from torchedge.runtime.tensor_view import dtype_of, view_of
+from torchedge.schema.program import (
+    Bool,
+    BoolList,
+    Double,
+    DoubleList,
+    Int,
+    IntList,
+    Null,
+    OptionalTensorList,
+    String,
+    Tensor,
+    TensorDataLocation,
+    TensorList,
+)
+
+__all__ = ["ValueTable", "LIST_TYPES"]
+
+LIST_TYPES = (IntList, TensorList, OptionalTensorList)
+
+
+class ValueTable:
+    """The live values of one method, plus which list values depend on which entries.
+
+    Lists that reference other values (boxed int lists, tensor lists) are
+    resolved once at load and re-resolved only when an entry they reference is
+    rebound (a caller-supplied input, or a scalar computed by an instruction).
+    """
+
+    def __init__(self, plan, pte, memory: MemoryManager, method_name: str):
+        self.method_name = method_name
+        self.schema = [ev.val for ev in plan.values]
+        self.values: list = [None] * len(self.schema)
+        self._dependents: dict[int, list[int]] = {}
+        for i, val in enumerate(self.schema):
+            if not isinstance(val, LIST_TYPES):
+                self.values[i] = self._load_leaf(i, val, pte, memory)
+        for i, val in enumerate(self.schema):
+            if isinstance(val, LIST_TYPES):
+                for item in val.items:
+                    self._check_index(item, i, allow_none=isinstance(val, OptionalTensorList))
+                    self._dependents.setdefault(item, []).append(i)
+                self.values[i] = self._resolve_list(val)
+
+    def __getitem__(self, index: int):
+        return self.values[index]
+
+    def set(self, index: int, value) -> None:
+        """Rebind a value and refresh every list that references it."""
+        self.values[index] = value
+        for list_index in self._dependents.get(index, ()):
+            self.values[list_index] = self._resolve_list(self.schema[list_index])
+
+    def is_unallocated_tensor(self, index: int) -> bool:
+        return isinstance(self.schema[index], Tensor) and self.values[index] is None
+
+    # -- loading ---------------------------------------------------------------
+
+    def _where(self, index: int) -> str:
+        return f"method '{self.method_name}', value {index}"
+
+    def _check_index(self, item: int, owner: int, allow_none: bool = False) -> None:
+        if allow_none and item == -1:
+            return
+        if not 0 <= item < len(self.schema):
+            raise InvalidProgramError(f"{self._where(owner)}: list item {item} is not a value index")
+
+    def _resolve_list(self, val):
+        if isinstance(val, IntList):
+            return tuple(self.values[i] for i in val.items)
+        if isinstance(val, OptionalTensorList):
+            return [None if i == -1 else self.values[i] for i in val.items]
+        return [self.values[i] for i in val.items]
+
+    def _load_leaf(self, index: int, val, pte, memory: MemoryManager):
+        if isinstance(val, Tensor):
+            return self._load_tensor(index, val, pte, memory)
+        if isinstance(val, Null) or val is None:
+            return None
+        if isinstance(val, Int):
+            return int(val.int_val)
+        if isinstance(val, Bool):
+            return bool(val.bool_val)
+        if isinstance(val, Double):
+            return float(val.double_val)
+        if isinstance(val, String):
+            return val.string_val
+        if isinstance(val, (DoubleList, BoolList)):
+            return tuple(val.items)
+        raise InvalidProgramError(f"{self._where(index)}: unsupported value type {type(val).__name__}")
+
+    def _load_tensor(self, index: int, t: Tensor, pte, memory: MemoryManager):
+        where = self._where(index)
+        info = t.extra_tensor_info
+        if info is not None and info.location == TensorDataLocation.EXTERNAL:
+            raise InvalidProgramError(f"{where}: tensor '{info.fully_qualified_name}' lives in external "
+                                      "(.ptd) data, which this runtime does not load yet")
+        if t.storage_offset:
+            raise InvalidProgramError(f"{where}: storage_offset {t.storage_offset} is not supported (must be 0)")
+        dtype = dtype_of(t.scalar_type, where)
+        sizes, dim_order = list(t.sizes or []), list(t.dim_order or [])
+        if t.allocation_info is not None:
+            a = t.allocation_info
+            offset = a.memory_offset_low | (a.memory_offset_high << 32)
+            array = view_of(memory.arena(a.memory_id), offset, dtype, sizes, dim_order, where)
+            if t.data_buffer_idx > 0:  # planned tensor with initial state (mutable buffer)
+                initial = view_of(_mutable_data(pte, t, where), 0, dtype, sizes, dim_order, where)
+                np.copyto(array, initial)
+            return array
+        if t.data_buffer_idx > 0:
+            return view_of(pte.constant_data(t.data_buffer_idx), 0, dtype, sizes, dim_order, where)
+        return None  # memory supplied by the caller at execute time
+
+
+def _mutable_data(pte, t: Tensor, where: str) -> memoryview:
+    """Initial bytes of a planned mutable tensor, from the program's mutable data segments."""
+    segments = pte.program.mutable_data_segments or []
+    k = t.extra_tensor_info.mutable_data_segments_idx if t.extra_tensor_info else 0
+    if k >= len(segments) or t.data_buffer_idx >= len(segments[k].offsets or []):
+        raise InvalidProgramError(f"{where}: mutable data {k}/{t.data_buffer_idx} does not exist in the program")
+    sub = segments[k]
+    return pte.segment_data(sub.segment_index)[sub.offsets[t.data_buffer_idx]:]
