@@ -13,12 +13,19 @@ from typing import Optional
 
 from torchedge.errors import InvalidProgramError
 
-__all__ = ["ExtendedHeader", "HEADER_OFFSET", "MAGIC", "parse_header", "insert_header"]
+__all__ = [
+    "ExtendedHeader",
+    "HEADER_OFFSET",
+    "HEADER_LENGTH",
+    "MAGIC",
+    "parse_header",
+    "insert_header",
+]
 
 HEADER_OFFSET = 8
 MAGIC = b"eh00"
 _MIN_LENGTH = 24  # magic, length, program_size, segment_base_offset
-_LENGTH = 32  # ... and segment_data_size
+HEADER_LENGTH = 32  # ... and segment_data_size
 _FIELDS = struct.Struct("<4sIQQ")
 _SEGMENT_DATA_SIZE = struct.Struct("<Q")
 
@@ -28,7 +35,7 @@ class ExtendedHeader:
     program_size: int
     segment_base_offset: int
     segment_data_size: int
-    length: int = _LENGTH
+    length: int = HEADER_LENGTH
 
 
 def parse_header(data: memoryview) -> Optional[ExtendedHeader]:
@@ -50,8 +57,8 @@ def parse_header(data: memoryview) -> Optional[ExtendedHeader]:
             f"extended header length is {length}; expected at least {_MIN_LENGTH}"
         )
     segment_data_size = 0
-    if length >= _LENGTH:
-        if size < HEADER_OFFSET + _LENGTH:
+    if length >= HEADER_LENGTH:
+        if size < HEADER_OFFSET + HEADER_LENGTH:
             raise InvalidProgramError(
                 f"extended header of length {length} is truncated: the file has "
                 f"{size} bytes"
@@ -93,7 +100,7 @@ def insert_header(flatbuffer: bytes, header: ExtendedHeader, padded_length: int)
     of the largest alignment inside the flatbuffer.
     """
     root = struct.unpack_from("<I", flatbuffer)[0] + padded_length
-    fields = _FIELDS.pack(MAGIC, _LENGTH, header.program_size, header.segment_base_offset)
+    fields = _FIELDS.pack(MAGIC, HEADER_LENGTH, header.program_size, header.segment_base_offset)
     fields += _SEGMENT_DATA_SIZE.pack(header.segment_data_size)
     return b"".join(
         (

@@ -50,6 +50,7 @@ _FLAGS = {
     "d": number_types.Float64Flags,
 }
 _ABSENT = object()  # what a field's `read` returns when the table lacks it
+_SHARING_ALLOWANCE = 8
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -74,10 +75,10 @@ class _Reader:
     def __init__(self, buf: memoryview):
         self.buf = buf
         self.size = len(buf)
-        # Work allowance: a well-formed buffer without shared objects decodes
-        # at most `size` bytes of tables and vectors; shared or overlapping
-        # objects (a decompression bomb) run out of it instead of hanging.
-        self.budget = 2 * self.size + 64
+        # Work allowance in bytes read: a buffer without shared objects reads
+        # each byte of its tables and vectors once. Objects shared over and
+        # over (a malicious "decompression bomb") exhaust it instead of hanging.
+        self.budget = _SHARING_ALLOWANCE * self.size + 1024
 
     def need(self, pos: int, nbytes: int, what: str) -> None:
         if pos < 0 or pos + nbytes > self.size:
@@ -90,7 +91,8 @@ class _Reader:
         self.budget -= nbytes
         if self.budget < 0:
             raise _FieldError(
-                "objects overlap or are shared more than a well-formed buffer allows"
+                f"decoding reads more than {_SHARING_ALLOWANCE}x the buffer's size: "
+                "objects are shared or overlap far more than a well-formed buffer allows"
             )
 
     def deref(self, pos: int, what: str) -> int:
@@ -237,7 +239,12 @@ class String(_Reference):
 
 
 def _write_vector(builder, payload, elem_size: int, count: int, alignment: int) -> int:
-    """Writes a vector whose element bytes are already packed in `payload`."""
+    """Writes a vector whose element bytes are already packed in `payload`.
+
+    Same bytes as prepending the elements one by one (StartVector has aligned
+    the end), copied in one go like `Builder.CreateNumpyVector` does; the
+    builder has no public bulk write that takes an alignment.
+    """
     builder.StartVector(elem_size, count, alignment)
     builder.head -= len(payload)
     builder.Bytes[builder.head : builder.head + len(payload)] = payload
@@ -444,7 +451,7 @@ def encode(obj, table: Table, file_identifier: bytes) -> bytes:
 
 
 def decode(buf: memoryview, table: Table):
-    """Decodes the root table of a flatbuffer (root offset at byte 0)."""
+    """Decodes the root table of the flatbuffer in `buf` (a 1-D byte memoryview)."""
     reader = _Reader(buf)
     try:
         root = reader.deref(0, "root table")

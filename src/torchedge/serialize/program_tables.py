@@ -37,7 +37,11 @@ _CONTAINER_METADATA = Table(
 )
 _ALLOCATION_DETAILS = Table(
     s.AllocationDetails,
-    [Scalar("memory_id", "I"), Scalar("memory_offset_low", "I"), Scalar("memory_offset_high", "I")],
+    [
+        Scalar("memory_id", "I"),
+        Scalar("memory_offset_low", "I"),
+        Scalar("memory_offset_high", "I"),
+    ],
 )
 _EXTRA_TENSOR_INFO = Table(
     s.ExtraTensorInfo,

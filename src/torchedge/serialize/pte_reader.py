@@ -2,9 +2,9 @@
 
 Nothing is copied: byte vectors of the program and all segment accessors are
 `memoryview` slices of the input (`bytes`, `bytearray`, `memoryview` or an
-`mmap`; an mmap cannot be closed while such views are alive). Every
-inconsistency raises `InvalidProgramError` saying what was expected, what was
-found and where.
+`mmap`; an mmap cannot be closed, nor a bytearray resized, while such views
+are alive). Every inconsistency raises `InvalidProgramError` saying what was
+expected, what was found and where.
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ def is_pte(data) -> bool:
 
 
 def deserialize_pte(data) -> PteFile:
-    """Decodes a `.pte` held in `bytes`, `bytearray`, `memoryview` or `mmap`."""
+    """Decodes a `.pte` held in `bytes`, `bytearray`, `memoryview` or `mmap`.
+
+    Checks the identifier, the extended header, the whole flatbuffer, that
+    every segment lies inside the file and that every reference to a segment
+    or inline blob is in range; tensor-level indices are checked on access.
+    """
     view = memoryview(data).cast("B")
     if len(view) < _MIN_SIZE:
         raise InvalidProgramError(
@@ -64,7 +69,7 @@ def deserialize_pte(data) -> PteFile:
         )
     program = flatbuffer.decode(view[:program_size], PROGRAM)
     pte = PteFile(program, header, view)
-    pte.check_references()
+    pte._check_references()
     return pte
 
 
@@ -82,7 +87,14 @@ class PteContents:
 
 
 class PteFile:
-    """A decoded `.pte`: the program plus zero-copy access to its segments."""
+    """A decoded `.pte`: the program plus zero-copy access to its segments.
+
+    `program` is the fully decoded `Program` as stored (constants in the
+    constant segment, delegate blobs usually in segments); `header` is the
+    `ExtendedHeader` or None (no segment data); `segment_base_offset` is the
+    file offset that `DataSegment.offset` values are relative to (0 without
+    a header).
+    """
 
     def __init__(self, program: Program, header: Optional[ExtendedHeader], data: memoryview):
         self.program = program
@@ -92,7 +104,7 @@ class PteFile:
 
     def segment_data(self, index: int) -> memoryview:
         """The bytes of `program.segments[index]`."""
-        segments = self.program.segments or []
+        segments = self.program.segments
         if not 0 <= index < len(segments):
             raise InvalidProgramError(
                 f"segment index {index} is out of range: the program has "
@@ -120,7 +132,7 @@ class PteFile:
         segment = self.program.constant_segment
         if segment is not None and segment.offsets:
             return self._subsegment_data(segment, buffer_idx, "constant_segment")
-        buffers = self.program.constant_buffer or []
+        buffers = self.program.constant_buffer
         if not 0 <= buffer_idx < len(buffers):
             raise InvalidProgramError(
                 f"constant buffer index {buffer_idx} is out of range: the program has "
@@ -147,7 +159,7 @@ class PteFile:
             raise InvalidProgramError(f"delegate {delegate.id!r} has no processed data")
         if ref.location == DataLocation.SEGMENT:
             return self.segment_data(ref.index)
-        inline = self.program.backend_delegate_data or []
+        inline = self.program.backend_delegate_data
         if not 0 <= ref.index < len(inline):
             raise InvalidProgramError(
                 f"delegate {delegate.id!r} refers to inline data {ref.index}, but the "
@@ -171,6 +183,11 @@ class PteFile:
             program.constant_segment = None
         mutable = None
         if program.mutable_data_segments:
+            if len(program.mutable_data_segments) > 1:
+                raise InvalidProgramError(
+                    f"found {len(program.mutable_data_segments)} mutable data segments; "
+                    "serialize_pte writes at most one"
+                )
             mutable = self._split(program.mutable_data_segments[0])
             program.mutable_data_segments = None
         named = {entry.key: self.named_data(entry.key) for entry in program.named_data or []}
@@ -179,10 +196,10 @@ class PteFile:
         self._inline_delegates(program)
         return PteContents(program, named, mutable)
 
-    def check_references(self) -> None:
+    def _check_references(self) -> None:
         """Checks that every segment and every reference to one is in range."""
         program = self.program
-        for index in range(len(program.segments or [])):
+        for index in range(len(program.segments)):
             self.segment_data(index)
         subsegments = [program.constant_segment, *(program.mutable_data_segments or [])]
         indices = [sub.segment_index for sub in subsegments if sub is not None]
@@ -190,7 +207,7 @@ class PteFile:
         for index in indices:
             self.segment_data(index)
         for plan in program.execution_plan:
-            for delegate in plan.delegates or []:
+            for delegate in plan.delegates:
                 self.delegate_data(delegate)
 
     def _subsegment_data(self, sub: SubsegmentOffsets, index: int, what: str) -> memoryview:
@@ -213,18 +230,19 @@ class PteFile:
         for index, (start, end) in enumerate(zip(sub.offsets, ends)):
             if not start <= end <= len(data):
                 raise InvalidProgramError(
-                    f"subsegment offsets {sub.offsets} of segment {sub.segment_index} "
-                    f"are not increasing within its {len(data)} bytes (entry {index})"
+                    f"entry {index} of segment {sub.segment_index} spans offsets "
+                    f"{start}..{end}; expected increasing offsets within its "
+                    f"{len(data)} bytes"
                 )
         return [data[start:end] for start, end in zip(sub.offsets, ends)]
 
     def _inline_delegates(self, program: Program) -> None:
         """Appends segment-stored delegate blobs to backend_delegate_data."""
-        inline = list(program.backend_delegate_data or [])
+        inline = list(program.backend_delegate_data)
         plans = []
         for plan in program.execution_plan:
             delegates = []
-            for delegate in plan.delegates or []:
+            for delegate in plan.delegates:
                 if delegate.processed.location == DataLocation.SEGMENT:
                     blob = self.segment_data(delegate.processed.index)
                     ref = BackendDelegateDataReference(DataLocation.INLINE, len(inline))

@@ -20,7 +20,7 @@ from torchedge.schema.program import (
     SubsegmentOffsets,
 )
 from torchedge.serialize import flatbuffer
-from torchedge.serialize.extended_header import ExtendedHeader, insert_header
+from torchedge.serialize.extended_header import HEADER_LENGTH, ExtendedHeader, insert_header
 from torchedge.serialize.program_tables import FILE_IDENTIFIER, PROGRAM, VECTOR_ALIGNMENT
 from torchedge.serialize.segments import (
     SegmentWriter,
@@ -30,8 +30,6 @@ from torchedge.serialize.segments import (
 )
 
 __all__ = ["serialize_pte"]
-
-_HEADER_LENGTH = 32
 
 
 def _byte_view(data) -> memoryview:
@@ -75,8 +73,9 @@ def serialize_pte(
         pieces, offsets = pack_subsegments(blobs, constant_tensor_alignment)
         program.constant_segment = SubsegmentOffsets(writer.add(pieces), offsets)
         program.constant_buffer = []
-    if mutable_data:
-        pieces, offsets = pack_subsegments([_byte_view(b) for b in mutable_data], 1)
+    mutable = [_byte_view(blob) for blob in mutable_data or ()]
+    if any(len(blob) for blob in mutable):  # all empty: no segment, as the exporter
+        pieces, offsets = pack_subsegments(mutable, 1)
         program.mutable_data_segments = [SubsegmentOffsets(writer.add(pieces), offsets)]
     if extract_delegate_segments:
         _extract_delegate_segments(program, writer)
@@ -88,7 +87,7 @@ def serialize_pte(
     if writer.size == 0:
         return flat
     # The header block must keep every force_align of the flatbuffer intact.
-    padded_length = align_up(_HEADER_LENGTH, max(VECTOR_ALIGNMENT, constant_tensor_alignment))
+    padded_length = align_up(HEADER_LENGTH, max(VECTOR_ALIGNMENT, constant_tensor_alignment))
     program_size = len(flat) + padded_length
     base = align_up(program_size, segment_alignment)
     header = ExtendedHeader(program_size, base, writer.size)

@@ -1,36 +1,23 @@
-"""Memory-planning algorithms: pure functions over (size, lifetime) records.
+"""The catalogue of memory-planning algorithms, and `best_of` to combine them.
 
-An algorithm takes a list of `Allocation` (size in bytes, first and last
-instruction index that touch the tensor, inclusive) and an alignment, and
-returns a `MemoryPlan` with one byte offset per allocation such that no two
-allocations whose lifetimes overlap share a byte.
+Every algorithm has the signature ``algorithm(allocations, alignment) -> MemoryPlan``
+(see `allocation`); `DEFAULT_ALGORITHM` is what `MemoryPlanningPass` uses.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, MemoryPlan, align_up
+from torchedge.exir.memory_planning.branch_and_bound import exact
+from torchedge.exir.memory_planning.greedy import (
+    greedy_by_area,
+    greedy_by_breadth,
+    greedy_by_length,
+    greedy_by_size,
+    greedy_by_size_then_length,
+)
+from torchedge.exir.memory_planning.shared_objects import executorch_greedy
 
-__all__ = ["Allocation", "MemoryPlan", "naive", "greedy_by_size", "lower_bound", "align_up"]
-
-
-@dataclass(frozen=True)
-class Allocation:
-    size: int
-    start: int
-    end: int
-
-    def overlaps(self, other: "Allocation") -> bool:
-        return self.start <= other.end and other.start <= self.end
-
-
-@dataclass(frozen=True)
-class MemoryPlan:
-    offsets: list[int]
-    total: int
-
-
-def align_up(n: int, alignment: int) -> int:
-    return (n + alignment - 1) // alignment * alignment
+__all__ = ["naive", "best_of", "ALGORITHMS", "DEFAULT_ALGORITHM"]
 
 
 def naive(allocations: list[Allocation], alignment: int = 16) -> MemoryPlan:
@@ -42,42 +29,26 @@ def naive(allocations: list[Allocation], alignment: int = 16) -> MemoryPlan:
     return MemoryPlan(offsets, cursor)
 
 
-def greedy_by_size(allocations: list[Allocation], alignment: int = 16) -> MemoryPlan:
-    """Greedy by size with best-fit offset search (Pisarchyk & Lee, 2020).
+def best_of(algorithms: list[Algorithm]) -> Algorithm:
+    """An algorithm that runs each of ``algorithms`` and keeps the smallest plan (ties: first)."""
 
-    Largest tensors are placed first; each goes into the smallest gap, among the
-    already placed tensors whose lifetimes overlap its own, that can hold it.
-    """
-    order = sorted(range(len(allocations)), key=lambda i: (-allocations[i].size, allocations[i].start))
-    offsets = [0] * len(allocations)
-    placed: list[int] = []
-    total = 0
-    for i in order:
-        a = allocations[i]
-        size = align_up(a.size, alignment)
-        busy = sorted((offsets[j], offsets[j] + align_up(allocations[j].size, alignment))
-                      for j in placed if allocations[j].overlaps(a))
-        best, best_gap, cursor = None, None, 0
-        for lo, hi in busy:
-            gap = lo - cursor
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, hi)
-        offsets[i] = cursor if best is None else best
-        placed.append(i)
-        total = max(total, offsets[i] + size)
-    return MemoryPlan(offsets, total)
+    def best(allocations: list[Allocation], alignment: int = 16) -> MemoryPlan:
+        plans = [algorithm(allocations, alignment) for algorithm in algorithms]
+        return min(plans, key=lambda plan: plan.total)
 
-
-def lower_bound(allocations: list[Allocation], alignment: int = 16) -> int:
-    """The largest total size of tensors live at the same instruction."""
-    events: dict[int, int] = {}
-    for a in allocations:
-        size = align_up(a.size, alignment)
-        events[a.start] = events.get(a.start, 0) + size
-        events[a.end + 1] = events.get(a.end + 1, 0) - size
-    live = best = 0
-    for t in sorted(events):
-        live += events[t]
-        best = max(best, live)
+    best.__name__ = f"best_of({', '.join(a.__name__ for a in algorithms)})"
     return best
+
+
+ALGORITHMS: dict[str, Algorithm] = {a.__name__: a for a in (
+    naive,
+    executorch_greedy,
+    greedy_by_size,
+    greedy_by_size_then_length,
+    greedy_by_length,
+    greedy_by_area,
+    greedy_by_breadth,
+    exact,
+)}
+
+DEFAULT_ALGORITHM = best_of([a for name, a in ALGORITHMS.items() if name != "naive"])

@@ -1,25 +1,24 @@
 """The memory-planning pass: give every planned tensor of a graph a memory id and offset.
 
-Adapts an out-variant graph to the pure algorithms in `algorithms`: it collects
-one `TensorSpec` per buffer, computes lifetimes over node order, runs the
-algorithm and writes ``mem_id``/``mem_offset`` back onto the specs.
+Adapts an out-variant graph to the pure functions beside it: it collects one
+`TensorSpec` per buffer, computes lifetimes over node order, places them with
+`plan_hierarchy` and writes ``mem_id``/``mem_offset`` back onto the specs.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Callable
 
 import torch
 
 from torchedge.exir.memory import alloc
-from torchedge.exir.memory_planning.algorithms import Allocation, MemoryPlan, greedy_by_size, lower_bound
+from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
+from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, lower_bound
+from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.tensor_spec import TensorSpec
 
 __all__ = ["MemoryPlanningPass", "assign_specs", "planned_specs"]
-
-Algorithm = Callable[[list[Allocation], int], MemoryPlan]
 
 
 def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -> None:
@@ -53,21 +52,21 @@ def _node_specs(node: torch.fx.Node) -> list[TensorSpec]:
     return list(spec) if isinstance(spec, (tuple, list)) else [spec]
 
 
-def planned_specs(graph_module: torch.fx.GraphModule) -> list[TensorSpec]:
-    """Specs that need planned memory, with ``lifetime`` filled in (node indices).
+def planned_specs(graph_module: torch.fx.GraphModule) -> list[tuple[str, TensorSpec]]:
+    """Specs that need planned memory, each with the name of the node that defines it.
 
-    A tensor lives from the node that defines it to its last user; graph
-    outputs live to the end of the program.
+    ``lifetime`` is filled in (node indices): a tensor lives from the node that
+    defines it to its last user; graph outputs live to the end of the program.
     """
     nodes = list(graph_module.graph.nodes)
     position = {node: i for i, node in enumerate(nodes)}
-    specs: dict[int, TensorSpec] = {}
+    specs: dict[int, tuple[str, TensorSpec]] = {}
     for index, node in enumerate(nodes):
         for spec in _node_specs(node):
             if spec.const:
                 continue
             if id(spec) not in specs:
-                specs[id(spec)] = spec
+                specs[id(spec)] = node.name, spec
                 spec.lifetime = [index, index]
             last_use = max((position[user] for user in node.users), default=index)
             spec.lifetime[1] = max(spec.lifetime[1], last_use)
@@ -75,26 +74,32 @@ def planned_specs(graph_module: torch.fx.GraphModule) -> list[TensorSpec]:
 
 
 class MemoryPlanningPass(PassBase):
-    """Plan every non-constant tensor into memory id 1 with the given algorithm.
+    """Give every non-constant tensor a memory id and an offset.
 
-    After the pass, ``self.plan`` holds the arena size, ``self.lower_bound`` the
-    largest total of simultaneously live bytes.
+    ``algorithm`` plans one memory (default: the best of torchedge's planners);
+    ``memories`` lists the memory ids to fill, small fast ones first (default:
+    one unbounded memory, id 1). The graph's ``meta["non_const_buffer_sizes"]``
+    gets the arena size per memory id; ``self.lower_bound`` the largest total of
+    simultaneously live bytes.
     """
 
-    def __init__(self, algorithm: Algorithm = greedy_by_size, alignment: int = 16):
+    def __init__(self, algorithm: Algorithm = DEFAULT_ALGORITHM, alignment: int = 16,
+                 memories: list[MemorySpec] | None = None):
         super().__init__()
         self.algorithm = algorithm
         self.alignment = alignment
-        self.plan: MemoryPlan | None = None
+        self.memories = memories or [MemorySpec(1)]
         self.lower_bound = 0
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        specs = planned_specs(graph_module)
-        allocations = [Allocation(s.nbytes, s.lifetime[0], s.lifetime[1]) for s in specs]
-        self.plan = self.algorithm(allocations, self.alignment)
+        named = planned_specs(graph_module)
+        allocations = [Allocation(s.nbytes, s.lifetime[0], s.lifetime[1]) for _, s in named]
+        placement = plan_hierarchy(allocations, self.memories, self.alignment, self.algorithm,
+                                   names=[f"the output of node '{name}'" for name, _ in named])
         self.lower_bound = lower_bound(allocations, self.alignment)
-        for spec, offset in zip(specs, self.plan.offsets):
-            spec.mem_id = 1
+        for (_, spec), (mem_id, offset) in zip(named, placement):
+            spec.mem_id = mem_id
             spec.mem_offset = offset
-        graph_module.meta["non_const_buffer_sizes"] = [0, self.plan.total]
+        graph_module.meta["non_const_buffer_sizes"] = buffer_sizes(allocations, placement, self.memories,
+                                                                   self.alignment)
         return PassResult(graph_module, True)

@@ -1,0 +1,22 @@
+"""The portable kernel library: out-variant NumPy kernels with ATen semantics.
+
+Importing this package registers every kernel (and the primitive operators) with
+`torchedge.kernels.registry`. NumPy is the only dependency.
+"""
+
+from torchedge.kernels import prim_ops  # noqa: F401
+from torchedge.kernels.portable import (  # noqa: F401
+    activation,
+    comparison,
+    convolution,
+    creation,
+    elementwise,
+    indexing,
+    linear_algebra,
+    normalization,
+    pooling,
+    reduction,
+    shape,
+    slicing,
+    sorting,
+)

@@ -1,0 +1,70 @@
+"""Small helpers shared by the portable kernels: dims, checks, writing into ``out``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.errors import KernelError
+
+__all__ = ["check", "wrap_dim", "wrap_dims", "write", "scratch", "finish", "quiet", "as_scalar", "pair"]
+
+
+def check(condition: bool, op: str, message: str) -> None:
+    """Raise `KernelError` naming ``op`` unless ``condition`` holds."""
+    if not condition:
+        raise KernelError(f"{op}: {message}")
+
+
+def wrap_dim(dim: int, ndim: int, op: str) -> int:
+    """A possibly negative dim as an index in ``[0, ndim)``; a 0-dim tensor accepts 0 and -1."""
+    n = max(ndim, 1)
+    check(-n <= dim < n, op, f"dim {dim} is out of range for a tensor of {ndim} dimension(s) "
+                             f"(expected a value in [{-n}, {n - 1}])")
+    return dim % n
+
+
+def wrap_dims(dims, ndim: int, op: str) -> tuple:
+    """Reduction dims as sorted axes; ``None`` or an empty list means every dim.
+
+    A 0-dim tensor has no axis to reduce, so its dims (0 or -1) become ``()``.
+    """
+    if dims is None or len(dims) == 0:
+        return tuple(range(ndim))
+    axes = [wrap_dim(d, ndim, op) for d in dims]
+    check(len(set(axes)) == len(axes), op, f"dim {list(dims)} lists a dimension twice")
+    return tuple(sorted(axes)) if ndim > 0 else ()
+
+
+def write(out: np.ndarray, value) -> None:
+    """Copy ``value`` (broadcast, cast like a C++ static_cast) into ``out`` in place."""
+    np.copyto(out, value, casting="unsafe")
+
+
+def scratch(out: np.ndarray, dtype) -> np.ndarray:
+    """``out`` itself when it already has ``dtype``, else a fresh buffer of out's shape."""
+    return out if out.dtype == dtype else np.empty(out.shape, dtype)
+
+
+def finish(out: np.ndarray, buffer: np.ndarray) -> None:
+    """Cast a `scratch` buffer into ``out`` (nothing to do when it is ``out``)."""
+    if buffer is not out:
+        write(out, buffer)
+
+
+def quiet():
+    """IEEE results (inf, nan) without NumPy's warnings, as ATen computes them."""
+    return np.errstate(all="ignore")
+
+
+def as_scalar(value, dtype):
+    """A Python number as a 0-dim array of ``dtype``, wrapping like a C++ cast."""
+    return np.asarray(value).astype(dtype)
+
+
+def pair(values, n: int, name: str, op: str) -> tuple:
+    """An ``int[n]`` schema argument (one value stands for all n) as an n-tuple."""
+    values = tuple(values)
+    if len(values) == 1:
+        return values * n
+    check(len(values) == n, op, f"{name} must have 1 or {n} values, got {list(values)}")
+    return values

@@ -1,0 +1,55 @@
+"""Tensors made from numbers: full, zeros, ones, scalar_tensor, fill, arange."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.kernels.dtypes import category
+from torchedge.kernels.portable.common import check, write
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["full", "full_like", "zeros", "ones", "scalar_tensor", "arange", "arange_start"]
+
+
+@register_kernel("aten::full.out", "aten::fill.Scalar_out")
+def full(size_or_self, fill_value, out):
+    write(out, fill_value)
+
+
+@register_kernel("aten::full_like.out")
+def full_like(self, fill_value, memory_format, out):
+    write(out, fill_value)
+
+
+@register_kernel("aten::zeros.out")
+def zeros(size, out):
+    write(out, 0)
+
+
+@register_kernel("aten::ones.out")
+def ones(size, out):
+    write(out, 1)
+
+
+@register_kernel("aten::scalar_tensor.out")
+def scalar_tensor(s, out):
+    write(out, s)
+
+
+@register_kernel("aten::arange.start_out")
+def arange_start(start, end, step, out):
+    """``start + i * step`` for i < out's length, computed in int64 for integer arguments
+    and outs, else in float64 (ATen's accumulation type for float and double)."""
+    op = "aten::arange.start_out"
+    check(step != 0, op, "step must be nonzero")
+    check(out.ndim == 1, op, f"out must be 1-D, got shape {list(out.shape)}")
+    integral = category(out.dtype) < 2 and all(isinstance(v, int) for v in (start, end, step))
+    i = np.arange(out.shape[0], dtype=np.int64 if integral else np.float64)
+    i *= step
+    i += start
+    write(out, i)
+
+
+@register_kernel("aten::arange.out")
+def arange(end, out):
+    arange_start(0, end, 1, out)

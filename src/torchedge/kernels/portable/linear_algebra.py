@@ -1,0 +1,58 @@
+"""Matrix products through NumPy's BLAS-backed matmul: mm, bmm, addmm."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.kernels.dtypes import accumulate_dtype, result_type
+from torchedge.kernels.portable.common import as_scalar, check, finish, quiet
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["matmul_into", "mm", "bmm", "addmm"]
+
+
+def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, dtype) -> np.ndarray:
+    """``a @ b`` computed in ``dtype`` (16-bit floats accumulate in float32).
+
+    Returns the buffer holding the product: ``out`` itself when it is C-contiguous and of
+    the accumulation dtype (BLAS writes straight into it), else a temporary that the
+    caller hands to `finish` after any epilogue.
+    """
+    acc = accumulate_dtype(dtype)
+    buf = out if out.dtype == acc and out.flags.c_contiguous else np.empty(out.shape, acc)
+    with quiet():
+        np.matmul(a, b, out=buf, dtype=acc, casting="unsafe")
+    return buf
+
+
+def _check_matrices(op: str, a: np.ndarray, b: np.ndarray, ndim: int) -> None:
+    check(a.ndim == ndim and b.ndim == ndim, op, f"expected {ndim}-D tensors, got shapes {list(a.shape)} "
+                                                 f"and {list(b.shape)}")
+    check(a.shape[-1] == b.shape[-2], op, f"shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied")
+
+
+@register_kernel("aten::mm.out")
+def mm(self, mat2, out):
+    _check_matrices("aten::mm.out", self, mat2, 2)
+    finish(out, matmul_into(self, mat2, out, result_type(self, mat2)))
+
+
+@register_kernel("aten::bmm.out")
+def bmm(self, mat2, out):
+    _check_matrices("aten::bmm.out", self, mat2, 3)
+    check(self.shape[0] == mat2.shape[0], "aten::bmm.out", f"batch sizes differ: {self.shape[0]} and {mat2.shape[0]}")
+    finish(out, matmul_into(self, mat2, out, result_type(self, mat2)))
+
+
+@register_kernel("aten::addmm.out")
+def addmm(self, mat1, mat2, beta, alpha, out):
+    """``beta * self + alpha * (mat1 @ mat2)``; with beta == 0, self is ignored (even nan)."""
+    _check_matrices("aten::addmm.out", mat1, mat2, 2)
+    buf = matmul_into(mat1, mat2, out, result_type(mat1, mat2))
+    with quiet():
+        if alpha != 1:
+            buf *= as_scalar(alpha, buf.dtype)
+        if beta != 0:
+            bias = self if beta == 1 else np.multiply(self, as_scalar(beta, buf.dtype), dtype=buf.dtype)
+            np.add(buf, bias, out=buf, casting="unsafe")
+    finish(out, buf)

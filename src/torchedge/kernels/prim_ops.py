@@ -1,0 +1,125 @@
+"""Primitive operators of ExecuTorch programs: symbolic-size arithmetic and ``et_view``.
+
+Scalar operators take Python numbers and return one, which the runtime stores in the
+instruction's return slot; they follow Python semantics (as the ``executorch_prim``
+definitions do), except that float division by zero gives ±inf or nan instead of raising,
+as ExecuTorch's C++ runtime does.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from torchedge.errors import KernelError
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["sym_size", "sym_numel", "local_scalar_dense", "et_view"]
+
+
+@register_kernel("aten::sym_size.int")
+def sym_size(self, dim):
+    ndim = self.ndim
+    if not -ndim <= dim < ndim:
+        raise KernelError(f"aten::sym_size.int: dim {dim} is out of range for a tensor of {ndim} dims")
+    return int(self.shape[dim])
+
+
+@register_kernel("aten::sym_numel")
+def sym_numel(self):
+    return int(self.size)
+
+
+@register_kernel("aten::_local_scalar_dense")
+def local_scalar_dense(self):
+    return self.item()
+
+
+@register_kernel("executorch_prim::et_view.default")
+def et_view(self, size, out):
+    """A view of ``self`` with shape ``size`` (one -1 allowed), never a copy: the runtime
+    binds the out slot to the returned array."""
+    view = self.reshape(size)
+    if view.size and not np.shares_memory(view, self):
+        raise KernelError(f"executorch_prim::et_view.default: a tensor with strides {self.strides} cannot be "
+                          f"viewed as {list(size)} without a copy")
+    return view
+
+
+def _ieee_divide(a, b) -> float:
+    if b == 0:  # C++ double division: ±inf, or nan for 0/0 (the zero's sign counts)
+        with np.errstate(all="ignore"):
+            return float(np.float64(a) / np.float64(b))
+    return a / b
+
+
+def _floor_divide(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        if b == 0:
+            raise KernelError("executorch_prim::floordiv.Scalar: integer division by zero")
+        return a // b
+    if b == 0:
+        return math.copysign(math.inf, a)  # as ExecuTorch's floor_div_double
+    return float(a // b)
+
+
+def _modulo(a, b):
+    if b == 0:
+        raise KernelError("executorch_prim::mod.Scalar: modulo by zero")
+    return a % b
+
+
+_BINARY = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "floordiv": _floor_divide,
+    "truediv": lambda a, b: _ieee_divide(float(a), float(b)),
+    "mod": _modulo,
+    "eq": operator.eq,
+    "gt": operator.gt,
+    "lt": operator.lt,
+    "ge": operator.ge,
+    "le": operator.le,
+    "sym_max": max,
+    "sym_min": min,
+}
+
+_UNARY = {
+    "neg": operator.neg,
+    "sym_float": float,
+    "sym_int": int,
+    "ceil": math.ceil,
+    "trunc": math.trunc,
+    "round": round,
+    "sym_not": operator.not_,
+}
+
+
+def _binary_kernel(name, fn):
+    def kernel(a, b):
+        return fn(a, b)
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _unary_kernel(name, fn):
+    def kernel(a):
+        return fn(a)
+
+    kernel.__name__ = name
+    return kernel
+
+
+for _name, _fn in _BINARY.items():
+    register_kernel(f"executorch_prim::{_name}.Scalar")(_binary_kernel(_name, _fn))
+for _name, _fn in _UNARY.items():
+    register_kernel(f"executorch_prim::{_name}.Scalar")(_unary_kernel(_name, _fn))
+
+
+@register_kernel("executorch_prim::sym_ite.Scalar")
+def sym_ite(b, t, f):
+    return t if b else f

@@ -1,0 +1,124 @@
+"""Run a portable kernel and its PyTorch reference on the same inputs and compare.
+
+A case names the operator, a reference callable and the positional arguments the
+kernel takes before its out tensor(s). The harness computes the reference on torch
+tensors, converts the arguments (tensors to read-only NumPy arrays, dtypes to
+ScalarType codes), preallocates outs of the reference's shapes and dtypes, runs the
+kernel, and compares: exactly for integers and bool, with tolerances for floats.
+Outs of two or more dims are tried a second time as non-contiguous (transposed) views.
+When the reference raises, the kernel must raise too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import torch
+
+from torchedge.errors import KernelError
+from torchedge.kernels.registry import get_kernel
+from torchedge.schema.scalar_type import scalar_type_of
+
+TOLERANCES = {  # dtype -> (rtol, atol)
+    np.dtype(np.float16): (2e-3, 2e-3),
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float64): (1e-10, 1e-12),
+}
+
+_RNG = np.random.default_rng(0)
+
+
+def rand(*shape, dtype=torch.float32, low=-3.0, high=3.0) -> torch.Tensor:
+    """Uniform random values (integers in [low, high], bool at random) of ``dtype``."""
+    if dtype == torch.bool:
+        return torch.from_numpy(_RNG.random(shape) < 0.5)
+    if dtype.is_floating_point:
+        return torch.from_numpy(_RNG.uniform(low, high, shape)).to(dtype)
+    return torch.from_numpy(_RNG.integers(int(low), int(high) + 1, shape)).to(dtype)
+
+
+def positive(*shape, dtype=torch.float32) -> torch.Tensor:
+    return rand(*shape, dtype=dtype, low=0.1, high=4.0)
+
+
+@dataclass
+class Case:
+    op: str
+    ref: object  # callable(*args) -> tensor | tuple of tensors | list of tensors
+    args: tuple
+    rtol: float | None = None
+    atol: float | None = None
+    id: str = ""
+    noncontiguous: bool = True
+    compare: object = None  # optional callable(got_list, want_list) replacing the default check
+    extra: dict = field(default_factory=dict)
+
+    def param(self):
+        return pytest.param(self, id=self.id or self.op.split("::")[1])
+
+
+def to_kernel_arg(value):
+    if isinstance(value, torch.Tensor):
+        array = value.detach().numpy().copy()
+        array.setflags(write=False)  # kernels must not write into their inputs
+        return array
+    if isinstance(value, torch.dtype):
+        return int(scalar_type_of(torch.empty(0, dtype=value).numpy().dtype))
+    if isinstance(value, list):
+        return [to_kernel_arg(v) for v in value]
+    return value
+
+
+def _as_list(result):
+    if isinstance(result, torch.Tensor):
+        return [result], False
+    return [r for r in result], isinstance(result, list)
+
+
+def _empty_out(want: torch.Tensor, transposed: bool) -> np.ndarray:
+    dtype = want.numpy().dtype
+    if transposed:
+        return np.empty(tuple(reversed(want.shape)), dtype).T
+    return np.empty(tuple(want.shape), dtype)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, rtol=None, atol=None, what="out") -> None:
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    if want.dtype.kind in "fc":
+        default_rtol, default_atol = TOLERANCES.get(want.dtype, (1e-5, 1e-6))
+        np.testing.assert_allclose(got, want, rtol=rtol or default_rtol, atol=atol or default_atol,
+                                   equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def run_case(case: Case) -> None:
+    kernel = get_kernel(case.op)
+    args = [to_kernel_arg(a) for a in case.args]
+    try:
+        expected = case.ref(*case.args)
+    except Exception as error:  # the kernel must refuse too
+        with pytest.raises(KernelError):
+            like = next(a for a in args if isinstance(a, np.ndarray))
+            kernel.fn(*args, *[np.empty(like.shape, like.dtype) for _ in range(kernel.num_args - len(args))])
+            raise AssertionError(f"PyTorch raised {error!r} but the kernel did not")
+        return
+    wants, as_list = _as_list(expected)
+    wants = [w.detach().contiguous() for w in wants]
+    layouts = [False]
+    if case.noncontiguous and any(w.ndim >= 2 for w in wants):
+        layouts.append(True)
+    for transposed in layouts:
+        outs = [_empty_out(w, transposed and w.ndim >= 2) for w in wants]
+        result = kernel.fn(*args, outs) if as_list else kernel.fn(*args, *outs)
+        assert result is None, f"{case.op} returned {type(result).__name__}; out kernels return None"
+        got, want = outs, [w.numpy() for w in wants]
+        if case.compare is not None:
+            case.compare(got, want)
+            continue
+        for i, (g, w) in enumerate(zip(got, want)):
+            layout = "transposed" if transposed else "contiguous"
+            assert_close(g, w, case.rtol, case.atol, what=f"{case.op} out {i} ({layout} out)")

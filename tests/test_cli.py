@@ -1,0 +1,38 @@
+"""The command line: export, inspect, run and check on the built-in MLP."""
+
+import numpy as np
+
+from torchedge.cli import main
+
+
+def test_export_inspect_run(tmp_path, capsys):
+    pte = tmp_path / "mlp.pte"
+    assert main(["export", "mlp", "-o", str(pte)]) == 0
+    assert pte.stat().st_size > 0
+
+    assert main(["inspect", str(pte)]) == 0
+    text = capsys.readouterr().out
+    assert "method 'forward'" in text
+    assert "inputs:  float32[4, 32]" in text and "outputs: float32[4, 10]" in text
+    assert "aten::addmm.out" in text and "planned memory" in text
+    # 3 weights + 3 biases of 32x64, 64x64, 64x10 float32
+    assert f"constants: 6 tensors, {(32 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10) * 4:,} bytes" in text
+
+    inputs = tmp_path / "x.npz"
+    np.savez(inputs, input_0=np.ones((4, 32), np.float32))
+    assert main(["run", str(pte), "--inputs", str(inputs), "--repeat", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "output 0: float32 [4, 10]" in text and "latency" in text
+
+
+def test_check_passes_against_eager(capsys):
+    assert main(["check", "mlp", "--repeat", "2"]) == 0
+    assert "PASS" in capsys.readouterr().out
+
+
+def test_errors_are_reported_not_raised(tmp_path, capsys):
+    bad = tmp_path / "bad.pte"
+    bad.write_bytes(b"not a program at all")
+    assert main(["inspect", str(bad)]) == 2
+    assert "error" in capsys.readouterr().err
+    assert main(["export", "no_such_model"]) == 2
