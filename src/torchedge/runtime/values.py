@@ -117,19 +117,11 @@ class ValueTable:
             offset = a.memory_offset_low | (a.memory_offset_high << 32)
             array = view_of(memory.arena(a.memory_id), offset, dtype, sizes, dim_order, where)
             if t.data_buffer_idx > 0:  # planned tensor with initial state (mutable buffer)
-                initial = view_of(_mutable_data(pte, t, where), 0, dtype, sizes, dim_order, where)
+                segment = t.extra_tensor_info.mutable_data_segments_idx if t.extra_tensor_info else 0
+                initial = view_of(pte.mutable_data(t.data_buffer_idx, segment), 0, dtype, sizes, dim_order, where)
                 np.copyto(array, initial)
             return array
         if t.data_buffer_idx > 0:
             return view_of(pte.constant_data(t.data_buffer_idx), 0, dtype, sizes, dim_order, where)
         return None  # memory supplied by the caller at execute time
 
-
-def _mutable_data(pte, t: Tensor, where: str) -> memoryview:
-    """Initial bytes of a planned mutable tensor, from the program's mutable data segments."""
-    segments = pte.program.mutable_data_segments or []
-    k = t.extra_tensor_info.mutable_data_segments_idx if t.extra_tensor_info else 0
-    if k >= len(segments) or t.data_buffer_idx >= len(segments[k].offsets or []):
-        raise InvalidProgramError(f"{where}: mutable data {k}/{t.data_buffer_idx} does not exist in the program")
-    sub = segments[k]
-    return pte.segment_data(sub.segment_index)[sub.offsets[t.data_buffer_idx]:]
