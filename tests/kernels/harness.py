@@ -11,7 +11,7 @@ When the reference raises, the kernel must raise too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -53,7 +53,6 @@ class Case:
     id: str = ""
     noncontiguous: bool = True
     compare: object = None  # optional callable(got_list, want_list) replacing the default check
-    extra: dict = field(default_factory=dict)
 
     def param(self):
         return pytest.param(self, id=self.id or self.op.split("::")[1])

@@ -11,15 +11,16 @@ F16, F32, F64, I32, I64, B = torch.float16, torch.float32, torch.float64, torch.
 NAN = float("nan")
 
 
-def SUM(x, dims, keepdim, dtype):  # noqa: N802 - the references take the kernels' positional arguments
+# References taking the kernels' positional arguments (dtype is keyword-only in the schemas).
+def sum_ref(x, dims, keepdim, dtype):
     return aten.sum.dim_IntList(x, dims, keepdim, dtype=dtype)
 
 
-def MEAN(x, dims, keepdim, dtype):  # noqa: N802
+def mean_ref(x, dims, keepdim, dtype):
     return aten.mean.dim(x, dims, keepdim, dtype=dtype)
 
 
-def CUMSUM(x, dim, dtype):  # noqa: N802
+def cumsum_ref(x, dim, dtype):
     return aten.cumsum.default(x, dim, dtype=dtype)
 
 
@@ -31,10 +32,10 @@ def _dims_cases():
         for dims in dim_choices:
             for keepdim in [False, True]:
                 tag = f"{dtype}-{dims}-{keepdim}"
-                yield Case("aten::sum.IntList_out", SUM, (x, dims, keepdim, None),
+                yield Case("aten::sum.IntList_out", sum_ref, (x, dims, keepdim, None),
                            rtol=1e-5 if dtype != F16 else 1e-2, id=f"sum-{tag}").param()
                 if dtype.is_floating_point:
-                    yield Case("aten::mean.out", MEAN, (x, dims, keepdim, None), id=f"mean-{tag}").param()
+                    yield Case("aten::mean.out", mean_ref, (x, dims, keepdim, None), id=f"mean-{tag}").param()
                 if dims is not None:
                     yield Case("aten::amax.out", aten.amax.default, (x, dims, keepdim), id=f"amax-{tag}").param()
                     yield Case("aten::amin.out", aten.amin.default, (x, dims, keepdim), id=f"amin-{tag}").param()
@@ -44,12 +45,12 @@ def _dims_cases():
 def _other_cases():
     x = rand(3, 4)
     ints = rand(3, 4, dtype=I32)
-    yield Case("aten::sum.IntList_out", SUM, (ints, [1], False, torch.float64), id="sum-dtype").param()
-    yield Case("aten::sum.IntList_out", SUM, (rand(0, 3), [0], False, None), id="sum-empty").param()
-    yield Case("aten::sum.IntList_out", SUM, (torch.tensor(2.5), [0], True, None), id="sum-0dim").param()
-    yield Case("aten::mean.out", MEAN, (ints, [0], False, torch.float32), id="mean-int-dtype").param()
-    yield Case("aten::mean.out", MEAN, (ints, [0], False, None), id="mean-int-refused").param()
-    yield Case("aten::mean.out", MEAN, (rand(2, 3, dtype=F16), [1], True, torch.float32),
+    yield Case("aten::sum.IntList_out", sum_ref, (ints, [1], False, torch.float64), id="sum-dtype").param()
+    yield Case("aten::sum.IntList_out", sum_ref, (rand(0, 3), [0], False, None), id="sum-empty").param()
+    yield Case("aten::sum.IntList_out", sum_ref, (torch.tensor(2.5), [0], True, None), id="sum-0dim").param()
+    yield Case("aten::mean.out", mean_ref, (ints, [0], False, torch.float32), id="mean-int-dtype").param()
+    yield Case("aten::mean.out", mean_ref, (ints, [0], False, None), id="mean-int-refused").param()
+    yield Case("aten::mean.out", mean_ref, (rand(2, 3, dtype=F16), [1], True, torch.float32),
                id="mean-half-to-float").param()
     yield Case("aten::mean.dtype_out", lambda a, dt: aten.mean.default(a, dtype=dt), (x, None), id="mean-all").param()
     nan = torch.tensor([[1.0, NAN, 3.0], [4.0, 5.0, 6.0]])
@@ -68,10 +69,10 @@ def _other_cases():
         yield Case(f"aten::{op}.out", ref, (torch.tensor(3.0), 0, False), id=f"{op}-0dim").param()
     for dtype in [F32, F64, F16, I32, B]:
         for dim in [0, -1]:
-            yield Case("aten::cumsum.out", CUMSUM, (rand(3, 5, dtype=dtype), dim, None),
+            yield Case("aten::cumsum.out", cumsum_ref, (rand(3, 5, dtype=dtype), dim, None),
                        rtol=1e-5 if dtype != F16 else 1e-2, id=f"cumsum-{dtype}-{dim}").param()
-    yield Case("aten::cumsum.out", CUMSUM, (ints, 1, torch.float64), id="cumsum-dtype").param()
-    yield Case("aten::cumsum.out", CUMSUM, (torch.tensor(1.5), 0, None), id="cumsum-0dim").param()
+    yield Case("aten::cumsum.out", cumsum_ref, (ints, 1, torch.float64), id="cumsum-dtype").param()
+    yield Case("aten::cumsum.out", cumsum_ref, (torch.tensor(1.5), 0, None), id="cumsum-0dim").param()
 
 
 def _distinct(*shape, dtype=F32):

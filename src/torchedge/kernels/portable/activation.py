@@ -33,16 +33,15 @@ def gelu(self, approximate, out):
     check(is_floating(self.dtype), op, f"is not implemented for dtype {self.dtype}")
     check(approximate in ("none", "tanh"), op, f"approximate must be 'none' or 'tanh', got {approximate!r}")
     with quiet():
-        if approximate == "none":  # x/2 * (1 + erf(x/sqrt(2))), erf in float64
-            x = self.astype(np.float64)
-            y = erf(x * (1 / math.sqrt(2)), single=self.dtype.itemsize < 8)
+        x = self.astype(accumulate_dtype(self.dtype), copy=False)
+        if approximate == "none":  # x/2 * (1 + erf(x/sqrt(2)))
+            y = erf(x * (1 / math.sqrt(2)), single=x.dtype.itemsize < 8)
             y += 1
             y *= x
             y *= 0.5
             write(out, y)
             return
         # x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-        x = self.astype(accumulate_dtype(self.dtype), copy=False)
         buf = scratch(out, x.dtype)
         np.multiply(x, x, out=buf)
         buf *= x

@@ -53,5 +53,9 @@ def where(condition, self, other, out):
     self, other = (operand(v, dtype) for v in (self, other))
     if out.dtype != dtype:  # cast through the promoted dtype, as ATen does
         self, other = self.astype(dtype, copy=False), other.astype(dtype, copy=False)
+    condition = condition.astype(BOOL, copy=False)
+    if np.may_share_memory(out, self) or np.may_share_memory(out, other):  # in place: no two-step copy
+        write(out, np.where(condition, self, other))
+        return
     write(out, other)
-    np.copyto(out, self, casting="unsafe", where=condition.astype(BOOL, copy=False))
+    np.copyto(out, self, casting="unsafe", where=condition)

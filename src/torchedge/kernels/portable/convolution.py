@@ -1,10 +1,10 @@
 """aten::convolution.out for 1-d and 2-d inputs: im2col and one batched GEMM.
 
-The windows of the padded input are gathered once into a (N, G, C/G*KH*KW, OH*OW)
-column matrix and multiplied by the (G, O/G, C/G*KH*KW) weights in a single
+The kernel taps of the padded input are gathered once into a (N, G, C/G*KH*KW, OH*OW)
+column matrix (im2col) and multiplied by the (G, O/G, C/G*KH*KW) weights in a single
 ``np.matmul`` (BLAS per batch element and group). Depthwise convolutions (one input
-channel per group) instead accumulate ``weight[:, i, j] * window[i, j]`` over the
-KH*KW kernel positions, vectorised over batch, channels and pixels.
+channel per group) instead accumulate ``weight[:, i, j] * tap[i][j]`` over the KH*KW
+kernel taps, vectorised over batch, channels and pixels.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import check, finish, pair, quiet
 from torchedge.kernels.portable.linear_algebra import matmul_into
-from torchedge.kernels.portable.windows import output_size, pad2d, windows2d
+from torchedge.kernels.portable.windows import output_size, taps2d
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["convolution"]
@@ -49,42 +49,50 @@ def _conv2d(x, weight, bias, stride, padding, dilation, groups, out):
     check(out.shape[-2:] == (oh, ow) and out.shape[:2] == (n, o), _OP,
           f"out has shape {list(out.shape)}, expected {[n, o, oh, ow]}")
     acc = accumulate_dtype(result_type(x, weight))
-    extent = ((oh - 1) * stride[0] + dilation[0] * (kh - 1) + 1, (ow - 1) * stride[1] + dilation[1] * (kw - 1) + 1)
-    padded = pad2d(x, tuple(padding), extent, 0, acc)
-    cols = windows2d(padded, (kh, kw), stride, dilation, (oh, ow))  # (N, C, KH, KW, OH, OW)
     with quiet():
-        buf = _depthwise(cols, weight, acc) if cg == 1 and groups > 1 else _grouped(cols, weight, groups, out, acc)
+        if cg == 1 and groups > 1:
+            buf = _depthwise(taps2d(x, (kh, kw), stride, padding, dilation, (oh, ow), 0, acc), weight, acc)
+        else:
+            buf = _grouped(_im2col(x, (kh, kw), stride, padding, dilation, (oh, ow), acc), weight, groups, out, acc)
         if bias is not None:
             np.add(buf, bias.reshape(1, o, 1, 1), out=buf, casting="unsafe")
     finish(out, buf)
 
 
-def _grouped(cols, weight, groups, out, acc):
-    n, c, kh, kw, oh, ow = cols.shape
+def _im2col(x, kernel, stride, padding, dilation, out_hw, acc):
+    """The (N, C, KH, KW, OH*OW) column matrix (no copy for a plain 1x1 convolution)."""
+    n, c = x.shape[:2]
+    if kernel == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0) and x.dtype == acc:
+        return x.reshape(n, c, 1, 1, -1)
+    matrix = np.empty((n, c) + tuple(kernel) + tuple(out_hw), acc)
+    for i, row in enumerate(taps2d(x, kernel, stride, padding, dilation, out_hw, 0, acc)):
+        for j, tap in enumerate(row):
+            matrix[:, :, i, j] = tap
+    return matrix.reshape(n, c, kernel[0], kernel[1], -1)
+
+
+def _grouped(matrix, weight, groups, out, acc):
+    n, c, kh, kw, pixels = matrix.shape
     o = weight.shape[0]
     k = c // groups * kh * kw
-    if cols.flags.c_contiguous:  # e.g. a 1x1 kernel with stride 1: the input is already im2col
-        matrix = cols.reshape(n, groups, k, oh * ow)
-    else:
-        matrix = np.empty((n, c, kh, kw, oh, ow), acc)
-        np.copyto(matrix, cols)  # the im2col copy
-        matrix = matrix.reshape(n, groups, k, oh * ow)
+    columns = matrix.reshape(n, groups, k, pixels)
     kernels = weight.reshape(groups, o // groups, k)
+    shape = (n, groups, o // groups, pixels)
     if out.dtype == acc and out.flags.c_contiguous:  # multiply straight into out
-        target = out.reshape(n, groups, o // groups, oh * ow)
-        matmul_into(kernels, matrix, target, acc)
+        matmul_into(kernels, columns, out.reshape(shape), acc)
         return out
-    return matmul_into(kernels, matrix, np.empty((n, groups, o // groups, oh * ow), acc), acc).reshape(n, o, oh, ow)
+    return matmul_into(kernels, columns, np.empty(shape, acc), acc).reshape(out.shape)
 
 
-def _depthwise(cols, weight, acc):
-    n, c, kh, kw, oh, ow = cols.shape
+def _depthwise(taps, weight, acc):
+    n, c, oh, ow = taps[0][0].shape
+    kh, kw = len(taps), len(taps[0])
     multiplier = weight.shape[0] // c
     kernels = weight.reshape(c, multiplier, kh, kw).astype(acc, copy=False)
     total = np.zeros((n, c, multiplier, oh, ow), acc)
     term = np.empty_like(total)
     for i in range(kh):
         for j in range(kw):
-            np.multiply(cols[:, :, None, i, j], kernels[None, :, :, i, j, None, None], out=term)
+            np.multiply(taps[i][j][:, :, None], kernels[None, :, :, i, j, None, None], out=term)
             total += term
     return total.reshape(n, c * multiplier, oh, ow)

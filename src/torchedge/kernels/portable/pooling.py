@@ -6,7 +6,7 @@ import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, finish, pair, quiet, scratch, write
-from torchedge.kernels.portable.windows import output_size, pad2d, windows2d
+from torchedge.kernels.portable.windows import output_size, taps2d
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d"]
@@ -28,9 +28,7 @@ def _geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode, out):
     out_hw = tuple(output_size(size, k, s, p, d, ceil_mode) for size, k, s, p, d in
                    zip(x.shape[-2:], kernel, stride, padding, dilation))
     check(out.shape[-2:] == out_hw, op, f"out has spatial shape {list(out.shape[-2:])}, expected {list(out_hw)}")
-    # the padded input must reach the end of the last window
-    extent = tuple((o - 1) * s + d * (k - 1) + 1 for o, s, d, k in zip(out_hw, stride, dilation, kernel))
-    return kernel, stride, padding, dilation, out_hw, extent
+    return kernel, stride, padding, dilation, out_hw
 
 
 def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
@@ -40,46 +38,57 @@ def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
 
 @register_kernel("aten::max_pool2d_with_indices.out")
 def max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
-    """Max over each window (nan wins); indices are flat h*W+w offsets into the input
-    plane. As in ATen: ties keep the first position, several nans the last one, and a
-    window of only -inf points at its first in-bounds tap."""
+    """Max over each window; indices are flat ``h * W + w`` offsets into the input plane.
+
+    Taps are visited in ATen's order with ATen's rule (take a tap that is larger, or nan),
+    so ties keep the first position, several nans the last one, and a window whose values
+    are all -inf points at its first in-bounds tap (padding taps are never taken).
+    """
     op = "aten::max_pool2d_with_indices.out"
     x, out, indices = _batched(op, self, out, indices)
-    kernel, stride, padding, dilation, (oh, ow), extent = _geometry(
-        op, x, kernel_size, stride, padding, dilation, ceil_mode, out)
-    lowest = -np.inf if category(x.dtype) >= 2 else np.iinfo(x.dtype).min
-    taps = windows2d(pad2d(x, padding, extent, lowest), kernel, stride, dilation, (oh, ow))
-    n, c, kh, kw = taps.shape[:4]
-    flat = taps.reshape(n, c, kh * kw, oh, ow)  # copies the windows once
+    kernel, stride, padding, dilation, (oh, ow) = _geometry(op, x, kernel_size, stride, padding, dilation,
+                                                            ceil_mode, out)
+    floating = category(x.dtype) >= 2
+    lowest = -np.inf if floating else np.iinfo(x.dtype).min
+    taps = taps2d(x, kernel, stride, padding, dilation, (oh, ow), lowest)
+    best = scratch(out, x.dtype)
+    best.fill(lowest)
+    count = kernel[0] * kernel[1]
+    which = np.full(best.shape, -1, np.int16 if count < 2**15 else np.int64)  # the tap taken; -1: none
+    step = np.empty_like(which)
+    check_nan = floating and bool(np.isnan(x).any())
     with quiet():
-        tap = np.argmax(flat, axis=2)
-        nan = np.isnan(flat) if category(x.dtype) >= 2 else None
-        if nan is not None and nan.any():
-            last_nan = kh * kw - 1 - np.argmax(nan[:, :, ::-1], axis=2)
-            tap = np.where(nan.any(axis=2), last_nan, tap)
-        write(out, np.take_along_axis(flat, tap[:, :, None], axis=2)[:, :, 0])
-    h, w = x.shape[-2:]
-    rows = np.arange(oh)[:, None] * stride[0] - padding[0] + tap // kw * dilation[0]
-    cols = np.arange(ow) * stride[1] - padding[1] + tap % kw * dilation[1]
-    outside = (rows < 0) | (rows >= h) | (cols < 0) | (cols >= w)  # a padding tap won: all -inf
-    if outside.any():
-        rows = np.where(outside, _first_valid(np.arange(oh)[:, None] * stride[0] - padding[0], dilation[0]), rows)
-        cols = np.where(outside, _first_valid(np.arange(ow) * stride[1] - padding[1], dilation[1]), cols)
-    write(indices, rows * w + cols)
+        for tap in range(count):
+            value = taps[tap // kernel[1]][tap % kernel[1]]
+            take = value > best
+            if check_nan:
+                take |= np.isnan(value)
+            np.maximum(best, value, out=best)  # nan propagates, like the rule above
+            np.subtract(which.dtype.type(tap), which, out=step)  # which = take ? tap : which,
+            step *= take  # without the branches that make masked copies slow
+            which += step
+    finish(out, best)
+    row_starts = np.arange(oh)[:, None] * stride[0] - padding[0]
+    col_starts = np.arange(ow) * stride[1] - padding[1]
+    none = which < 0
+    rows = np.where(none, _first_valid(row_starts, dilation[0]), row_starts + which // kernel[1] * dilation[0])
+    cols = np.where(none, _first_valid(col_starts, dilation[1]), col_starts + which % kernel[1] * dilation[1])
+    write(indices, rows * x.shape[-1] + cols)
 
 
 @register_kernel("aten::avg_pool2d.out")
 def avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out):
     op = "aten::avg_pool2d.out"
     x, out = _batched(op, self, out)
-    kernel, stride, padding, dilation, (oh, ow), extent = _geometry(
-        op, x, kernel_size, stride, padding, (1,), ceil_mode, out)
+    kernel, stride, padding, dilation, (oh, ow) = _geometry(op, x, kernel_size, stride, padding, (1,), ceil_mode, out)
     integral = category(x.dtype) < 2  # integer averages truncate toward zero, as in C++
     acc = np.dtype(np.float64) if integral else accumulate_dtype(x.dtype)
-    taps = windows2d(pad2d(x, padding, extent, 0, acc), kernel, stride, dilation, (oh, ow))
     buf = scratch(out, acc)
+    buf.fill(0)
     with quiet():
-        np.sum(taps, axis=(2, 3), out=buf)
+        for row in taps2d(x, kernel, stride, padding, dilation, (oh, ow), 0, acc):
+            for tap in row:
+                buf += tap
         if divisor_override:
             buf /= divisor_override
         else:

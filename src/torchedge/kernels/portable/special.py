@@ -48,6 +48,10 @@ class _ErfPlan:
         self.columns = [np.ascontiguousarray(monomials[:, k], dtype=self.dtype) for k in range(degree - 1, -1, -1)]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return self._evaluate(x)
+
+    def _evaluate(self, x: np.ndarray) -> np.ndarray:
         a = np.abs(x).astype(self.dtype)
         np.minimum(a, self.dtype.type(self.top), out=a)  # nan stays nan
         scaled = a * self.dtype.type(1 / self.width)
