@@ -15,7 +15,12 @@ method's value table before the call:
   the ``int`` ScalarType code.
 
 Out-variant kernels write their result into the ``out`` array(s) in place and
-return nothing. Operators that produce a non-tensor value (``aten::sym_size.int``,
+return nothing. Operators whose output shape depends on the data (``nonzero``,
+``masked_select``, ``unique``...) are the exception: their ``out`` is planned
+for an upper bound or not planned at all (``None``, a DYNAMIC_UNBOUND tensor), so
+they allocate their result with `allocate_output` and return it; the runtime
+rebinds the out value to the returned array (for several outs, a tuple in
+schema order). Operators that produce a non-tensor value (``aten::sym_size.int``,
 ``executorch_prim::add.Scalar``, ...) return it, and the runtime stores it in the
 instruction's return slot.
 """

@@ -1,4 +1,5 @@
-"""The memory manager: one NumPy byte arena per planned memory id.
+"""The memory manager: one NumPy byte arena per planned memory id, plus a bounded
+runtime allocator for outputs whose size depends on the data.
 
 Arena sizes come from the program (``non_const_buffer_sizes``); every planned
 tensor is a view into its arena, so nothing on the execution path allocates
@@ -27,6 +28,21 @@ class MemoryManager:
                 raise MemoryPlanError(f"planned buffer {memory_id} needs {size} bytes, more than the "
                                       f"limit of {max_arena_bytes}; raise max_arena_bytes if intended")
         self.arenas = [np.zeros(size, dtype=np.uint8) for size in planned_sizes]
+        self.max_runtime_bytes = max_arena_bytes
+        self.runtime_bytes = 0
+
+    def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Runtime allocation for a data-dependent output, bounded by ``max_runtime_bytes``."""
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if self.runtime_bytes + nbytes > self.max_runtime_bytes:
+            raise MemoryPlanError(f"runtime allocation of {nbytes} bytes for shape {list(shape)} would exceed "
+                                  f"the limit of {self.max_runtime_bytes} bytes")
+        self.runtime_bytes += nbytes
+        return np.empty(shape, dtype=dtype)
+
+    def reset_runtime(self) -> None:
+        """Forget the previous execution's runtime allocations (their arrays stay with their owners)."""
+        self.runtime_bytes = 0
 
     def arena(self, memory_id: int) -> np.ndarray:
         """The arena of a 1-based memory id (id 0 is the historical constants slot)."""

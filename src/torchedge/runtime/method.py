@@ -21,6 +21,7 @@ from torchedge.errors import (
     OperatorMissingError,
     TorchEdgeError,
 )
+from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.registry import get_kernel
 from torchedge.runtime.backend import get_backend
 from torchedge.runtime.inputs import as_numpy
@@ -38,7 +39,7 @@ from torchedge.schema.program import (
 
 __all__ = ["Method"]
 
-_KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE = range(5)
+_KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE, _NOP = range(6)
 _ET_VIEW = "executorch_prim::et_view.default"
 
 
@@ -54,8 +55,9 @@ class _Step:
 
 
 class Method:
-    def __init__(self, plan, pte, max_arena_bytes: int | None = None):
+    def __init__(self, plan, pte, kernel_lookup=get_kernel, max_arena_bytes: int | None = None):
         self.name = plan.name
+        self._kernel_lookup = kernel_lookup
         self._plan = plan
         sizes = list(plan.non_const_buffer_sizes or [0])[1:]
         self.memory = MemoryManager(sizes) if max_arena_bytes is None else MemoryManager(sizes, max_arena_bytes)
@@ -122,7 +124,7 @@ class Method:
         op = operators[call.op_index]
         name = f"{op.name}.{op.overload}" if op.overload else op.name
         try:
-            kernel = get_kernel(name)
+            kernel = self._kernel_lookup(name)
         except OperatorMissingError:
             raise OperatorMissingError(f"{where}: no kernel registered for operator '{name}'; "
                                        "register one with torchedge.runtime.register_kernel") from None
@@ -134,7 +136,7 @@ class Method:
                                       f"the instruction passes {len(indices)}")
         step = _Step(_KERNEL, kernel.fn, tuple(indices[:kernel.num_args]), indices[-1], name)
         if name == _ET_VIEW and self._bind_static_view(step):
-            return _Step(_MOVE, None, (), -1, "bound view")  # nothing left to do at runtime
+            return _Step(_NOP, label=f"{name} (bound at load)")  # kept so jump targets stay valid
         return step
 
     def _bind_static_view(self, step: _Step) -> bool:
@@ -181,6 +183,14 @@ class Method:
         return [v.copy() if isinstance(v, np.ndarray) else v for v in (self._values[i] for i in self._outputs)]
 
     def _run(self) -> None:
+        self.memory.reset_runtime()
+        token = use_allocator(self.memory.allocate)
+        try:
+            self._dispatch()
+        finally:
+            reset_allocator(token)
+
+    def _dispatch(self) -> None:
         values = self._values
         table = values.values
         steps = self._steps
@@ -192,7 +202,7 @@ class Method:
                 if kind == _KERNEL:
                     result = step.fn(*[table[i] for i in step.args])
                     if result is not None:
-                        values.set(step.ret, result)
+                        self._store_result(step.ret, result)
                 elif kind == _DELEGATE:
                     backend, handle = step.fn
                     backend.execute(handle, [table[i] for i in step.args])
@@ -201,8 +211,7 @@ class Method:
                         pc = step.ret
                         continue
                 elif kind == _MOVE:
-                    if step.args:
-                        values.set(step.ret, table[step.args[0]])
+                    values.set(step.ret, table[step.args[0]])
                 elif kind == _FREE:
                     values.set(step.args[0], None)
                 pc += 1
@@ -211,6 +220,19 @@ class Method:
         except Exception as e:
             raise KernelError(f"method '{self.name}', instruction {pc} ({steps[pc].label}) failed: "
                               f"{type(e).__name__}: {e}") from e
+
+    def _store_result(self, index: int, result) -> None:
+        """Bind a kernel's returned value: a scalar, a runtime-allocated tensor, or one per out."""
+        if isinstance(result, tuple):
+            targets = getattr(self._values.schema[index], "items", None)
+            if targets is None or len(targets) != len(result):
+                raise InvalidProgramError(f"kernel returned {len(result)} outputs but value {index} "
+                                          "is not a tensor list of that length")
+            for target, value in zip(targets, result):
+                self._values.set(target, value)
+            self._values.set(index, list(result))
+        else:
+            self._values.set(index, result)
 
     def __del__(self):
         for backend, handle in getattr(self, "_handles", ()):

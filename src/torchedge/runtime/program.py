@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from torchedge.errors import InvalidProgramError
+from torchedge.kernels.registry import Kernel, get_kernel
 from torchedge.runtime.data_loader import DataLoader
 from torchedge.runtime.method import Method
 from torchedge.runtime.method_meta import MethodMeta
@@ -12,7 +15,8 @@ __all__ = ["Program"]
 
 
 class Program:
-    def __init__(self, loader: DataLoader):
+    def __init__(self, loader: DataLoader, kernel_lookup: Callable[[str], Kernel] = get_kernel):
+        self._kernel_lookup = kernel_lookup
         self._loader = loader  # constants are views onto its bytes: keep it alive
         self._pte = deserialize_pte(loader.data)
         self._plans = {plan.name: plan for plan in self._pte.program.execution_plan or []}
@@ -36,7 +40,7 @@ class Program:
 
     def load_method(self, name: str = "forward", max_arena_bytes: int | None = None) -> Method:
         """Allocate the method's planned memory and resolve its kernels and delegates."""
-        return Method(self._plan(name), self._pte, max_arena_bytes)
+        return Method(self._plan(name), self._pte, self._kernel_lookup, max_arena_bytes)
 
     def metadata(self, name: str = "forward") -> MethodMeta:
         """Signature and planned memory of a method, without allocating it."""
