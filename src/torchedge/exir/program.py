@@ -18,7 +18,7 @@ from torchedge.errors import ExportError
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.memory_planning.planning_pass import assign_specs
-from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ViewToCopyPass, run_passes
+from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
 
@@ -80,11 +80,11 @@ class EdgeProgramManager:
         plans, graphs, summaries = [], {}, {}
         for name in sorted(self._methods):
             ep = self._methods[name]
-            gm = copy.deepcopy(ep.graph_module)
-            gm = run_passes(gm, [*config.passes, OutVariantPass()])
             sig = ep.graph_signature
             constant_names = (set(sig.inputs_to_parameters) | set(sig.inputs_to_buffers)
                               | set(sig.inputs_to_lifted_tensor_constants))
+            gm = copy.deepcopy(ep.graph_module)
+            gm = run_passes(gm, [*config.passes, ShareViewsPass(constant_names), OutVariantPass()])
             assign_specs(gm, constant_names)
             planner = config.memory_planning_pass
             planner(gm)

@@ -28,6 +28,11 @@ class TensorSpec:
     mem_id: int | None = None
     mem_offset: int | None = None
     lifetime: list[int] = field(default_factory=lambda: [-1, -1])
+    base: "TensorSpec | None" = None  # set for views: they own no bytes and share the base's
+
+    def placement_owner(self) -> "TensorSpec":
+        """The spec whose bytes this tensor lives in (itself, or the root of a view chain)."""
+        return self.base.placement_owner() if self.base is not None else self
 
     @classmethod
     def from_tensor(cls, t: torch.Tensor, const: bool = False) -> "TensorSpec":

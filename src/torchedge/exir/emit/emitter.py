@@ -15,7 +15,7 @@ from torch.utils._pytree import treespec_dumps
 from torchedge.errors import ExportError
 from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
-from torchedge.exir.memory import alloc
+from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import out_argument_names
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node
@@ -121,7 +121,7 @@ class MethodEmitter(torch.fx.Interpreter):
         return Value(index)
 
     def call_function(self, target, args, kwargs):
-        if target is alloc:
+        if target is alloc or target is view:  # planned memory: a value, no instruction
             return Value(self._tensor_value(self.node.meta["spec"]))
         if target is operator.getitem:
             return args[0][args[1]]

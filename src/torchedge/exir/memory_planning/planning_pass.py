@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from torchedge.exir.memory import alloc
+from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
 from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, lower_bound
 from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
@@ -34,6 +34,9 @@ def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -
                 node.meta["spec"] = TensorSpec.from_tensor(val, const=node.name in constant_names)
         elif node.op == "call_function" and node.target is alloc:
             node.meta["spec"] = TensorSpec.from_tensor(node.meta["val"])
+        elif node.op == "call_function" and node.target is view:
+            node.meta["spec"] = TensorSpec.from_tensor(node.meta["val"])
+            node.meta["spec"].base = node.args[0].meta["spec"].placement_owner()
         elif node.op == "call_function" and node.target is operator.getitem:
             parent_spec = node.args[0].meta.get("spec")
             if isinstance(parent_spec, (tuple, list)):
@@ -53,24 +56,28 @@ def _node_specs(node: torch.fx.Node) -> list[TensorSpec]:
 
 
 def planned_specs(graph_module: torch.fx.GraphModule) -> list[tuple[str, TensorSpec]]:
-    """Specs that need planned memory, each with the name of the node that defines it.
+    """Specs that need planned memory, each with the name of the node that writes it.
 
     ``lifetime`` is filled in (node indices): a tensor lives from the node that
     defines it to its last user; graph outputs live to the end of the program.
+    A view's uses extend its base's lifetime; the view itself needs no bytes.
     """
     nodes = list(graph_module.graph.nodes)
     position = {node: i for i, node in enumerate(nodes)}
-    specs: dict[int, tuple[str, TensorSpec]] = {}
+    specs: dict[int, TensorSpec] = {}
+    writers: dict[int, torch.fx.Node] = {}
     for index, node in enumerate(nodes):
-        for spec in _node_specs(node):
+        for spec in (s.placement_owner() for s in _node_specs(node)):
             if spec.const:
                 continue
             if id(spec) not in specs:
-                specs[id(spec)] = node.name, spec
+                specs[id(spec)] = spec
                 spec.lifetime = [index, index]
+            if id(spec) not in writers or writers[id(spec)].target is alloc:
+                writers[id(spec)] = node
             last_use = max((position[user] for user in node.users), default=index)
             spec.lifetime[1] = max(spec.lifetime[1], last_use)
-    return list(specs.values())
+    return [(writers[key].name, spec) for key, spec in specs.items()]
 
 
 class MemoryPlanningPass(PassBase):
@@ -100,6 +107,10 @@ class MemoryPlanningPass(PassBase):
         for (_, spec), (mem_id, offset) in zip(named, placement):
             spec.mem_id = mem_id
             spec.mem_offset = offset
+        for node in graph_module.graph.nodes:
+            for spec in _node_specs(node):
+                if spec.base is not None:
+                    spec.mem_id, spec.mem_offset = spec.base.mem_id, spec.base.mem_offset
         graph_module.meta["non_const_buffer_sizes"] = buffer_sizes(allocations, placement, self.memories,
                                                                    self.alignment)
         return PassResult(graph_module, True)

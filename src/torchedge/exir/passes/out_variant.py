@@ -12,7 +12,7 @@ import operator
 import torch
 
 from torchedge.errors import ExportError
-from torchedge.exir.memory import alloc
+from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import is_out_variant, op_name, out_argument_names, out_variant
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
@@ -38,7 +38,7 @@ class OutVariantPass(PassBase):
         graph = graph_module.graph
         modified = False
         for node in list(graph.nodes):
-            if node.op != "call_function" or node.target is operator.getitem:
+            if node.op != "call_function" or node.target in (operator.getitem, view):
                 continue
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise ExportError(f"cannot emit call to {node.target!r} {describe_node(node)}")
