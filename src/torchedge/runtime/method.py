@@ -66,6 +66,9 @@ class Method:
         self._outputs = list(plan.outputs or [])
         for i in self._inputs + self._outputs:
             self._check_value_index(i, "input/output")
+        # Outputs the plan gives no memory: the caller supplies it (or execute allocates it).
+        self._caller_outputs = {pos for pos, i in enumerate(self._outputs)
+                                if self._values.is_unallocated_tensor(i) and i not in self._inputs}
         self._handles: list = []
         self._delegates = [self._init_delegate(d, pte) for d in (plan.delegates or [])]
         chains = plan.chains or []
@@ -176,11 +179,41 @@ class Method:
         else:
             np.copyto(current, array)
 
-    def execute(self, inputs=()) -> list:
-        """Run the method on ``inputs`` and return copies of its outputs."""
+    def set_outputs(self, outputs) -> None:
+        """Bind caller-provided buffers to the outputs the plan does not place (``None`` entries: allocate)."""
+        outputs = list(outputs) if outputs is not None else [None] * len(self._outputs)
+        if len(outputs) != len(self._outputs):
+            raise InputError(f"method '{self.name}' has {len(self._outputs)} output(s), got {len(outputs)} buffers")
+        for position, buffer in enumerate(outputs):
+            if position not in self._caller_outputs:
+                if buffer is not None:
+                    raise InputError(f"method '{self.name}', output {position} is planned memory: "
+                                     "pass None for it (compile with alloc_graph_output=False to supply buffers)")
+                continue
+            expected = self.meta.outputs[position]
+            where = f"method '{self.name}', output buffer {position}"
+            if buffer is None:
+                buffer = np.empty(expected.shape, expected.dtype)
+            elif not isinstance(buffer, np.ndarray) or not buffer.flags.writeable:
+                raise InputError(f"{where}: expected a writable NumPy array")
+            elif buffer.dtype != expected.dtype or buffer.shape != expected.shape:
+                raise InputError(f"{where}: expected {expected.dtype}{list(expected.shape)}, "
+                                 f"got {buffer.dtype}{list(buffer.shape)}")
+            self._values.set(self._outputs[position], buffer)
+
+    def execute(self, inputs=(), outputs=None) -> list:
+        """Run the method on ``inputs`` and return its outputs.
+
+        Planned outputs are returned as copies (the next run reuses their memory).
+        Outputs compiled with ``alloc_graph_output=False`` are written into the
+        arrays given in ``outputs`` (or freshly allocated ones) and returned as is.
+        """
         self.set_inputs(inputs)
+        if self._caller_outputs or outputs is not None:
+            self.set_outputs(outputs)
         self._run()
-        return [v.copy() if isinstance(v, np.ndarray) else v for v in (self._values[i] for i in self._outputs)]
+        return [v if pos in self._caller_outputs or not isinstance(v, np.ndarray) else v.copy()
+                for pos, v in enumerate(self._values[i] for i in self._outputs)]
 
     def _run(self) -> None:
         self.memory.reset_runtime()

@@ -121,8 +121,10 @@ class MethodEmitter(torch.fx.Interpreter):
         return Value(index)
 
     def call_function(self, target, args, kwargs):
-        if target is alloc or target is view:  # planned memory: a value, no instruction
+        if target is alloc:  # planned memory: a value, no instruction
             return Value(self._tensor_value(self.node.meta["spec"]))
+        if target is view:
+            return self._emit_view(args[0], args[1], self.node.meta["spec"])
         if target is operator.getitem:
             return args[0][args[1]]
         if not isinstance(target, torch._ops.OpOverload):
@@ -164,11 +166,21 @@ class MethodEmitter(torch.fx.Interpreter):
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
         return outs[0] if len(outs) == 1 else list(outs)
 
+    def _emit_view(self, base: Value, shape, spec: TensorSpec) -> Value:
+        """A view of planned memory is just a value; of caller-supplied memory, an ``et_view`` call."""
+        out = self._tensor_value(spec)
+        if spec.mem_id is None:
+            size = self._list(list(shape), None)
+            op_index = self.operators.setdefault(("executorch_prim::et_view", "default"), len(self.operators))
+            self.instructions.append(Instruction(instr_args=KernelCall(op_index=op_index,
+                                                                       args=[base.index, size, out])))
+        return Value(out)
+
     def _argument(self, value, arg_type) -> int:
         """Value index for one argument of declared type ``arg_type``."""
         if isinstance(value, Value):
             return value.index
-        kind = _type_kind(arg_type)
+        kind = str(arg_type)
         if value is None:
             if kind == "Tensor":  # None for a non-optional tensor: an empty tensor, as ExecuTorch does
                 return self._add(EValue(val=_tensor_schema(ScalarType.BYTE, (0,), (0,))))
@@ -180,7 +192,7 @@ class MethodEmitter(torch.fx.Interpreter):
         return self._add_literal(value)
 
     def _list(self, items, arg_type) -> int:
-        elem = _type_kind(arg_type.getElementType()) if hasattr(arg_type, "getElementType") else None
+        elem = _element_kind(arg_type)
         if any(isinstance(v, Value) for v in items) or elem in ("Tensor", "Optional[Tensor]"):
             if elem == "Optional[Tensor]":
                 return self._add(EValue(val=OptionalTensorList(
@@ -284,9 +296,11 @@ def emit_constant_method(name: str, value) -> ExecutionPlan:
     )
 
 
-def _type_kind(arg_type) -> str:
-    """``"Tensor"``, ``"Optional[Tensor]"``, ``"int"``, ``"float"``, ``"bool"``, ... of a schema type."""
-    return str(arg_type)
+def _element_kind(arg_type) -> str | None:
+    """Element type of a (possibly optional) list schema type: ``"int"``, ``"Tensor"``, ``"Optional[Tensor]"``..."""
+    if isinstance(arg_type, torch.OptionalType):
+        arg_type = arg_type.getElementType()
+    return str(arg_type.getElementType()) if isinstance(arg_type, torch.ListType) else None
 
 
 def _tensor_schema(code: ScalarType, shape, dim_order) -> Tensor:

@@ -55,7 +55,19 @@ def _node_specs(node: torch.fx.Node) -> list[TensorSpec]:
     return list(spec) if isinstance(spec, (tuple, list)) else [spec]
 
 
-def planned_specs(graph_module: torch.fx.GraphModule) -> list[tuple[str, TensorSpec]]:
+def _unplanned_graph_io(graph_module: torch.fx.GraphModule, inputs: bool, outputs: bool) -> set[int]:
+    """Ids of the specs of graph inputs/outputs that the caller supplies instead of the plan."""
+    skip: set[int] = set()
+    for node in graph_module.graph.nodes:
+        if not inputs and node.op == "placeholder":
+            skip.update(id(s.placement_owner()) for s in _node_specs(node) if not s.const)
+        if not outputs and node.op == "output":  # outputs that are views stay planned with their base
+            torch.fx.node.map_arg(node.args, lambda n: skip.update(
+                id(s) for s in _node_specs(n) if s.base is None and not s.const))
+    return skip
+
+
+def planned_specs(graph_module: torch.fx.GraphModule, skip: set[int] = frozenset()) -> list[tuple[str, TensorSpec]]:
     """Specs that need planned memory, each with the name of the node that writes it.
 
     ``lifetime`` is filled in (node indices): a tensor lives from the node that
@@ -68,7 +80,7 @@ def planned_specs(graph_module: torch.fx.GraphModule) -> list[tuple[str, TensorS
     writers: dict[int, torch.fx.Node] = {}
     for index, node in enumerate(nodes):
         for spec in (s.placement_owner() for s in _node_specs(node)):
-            if spec.const:
+            if spec.const or id(spec) in skip:
                 continue
             if id(spec) not in specs:
                 specs[id(spec)] = spec
@@ -87,19 +99,25 @@ class MemoryPlanningPass(PassBase):
     ``memories`` lists the memory ids to fill, small fast ones first (default:
     one unbounded memory, id 1). The graph's ``meta["non_const_buffer_sizes"]``
     gets the arena size per memory id; ``self.lower_bound`` the largest total of
-    simultaneously live bytes.
+    simultaneously live bytes. With ``alloc_graph_input``/``alloc_graph_output``
+    False, user inputs/outputs get no planned memory: the caller supplies it at
+    execution time (ExecuTorch's options of the same names).
     """
 
     def __init__(self, algorithm: Algorithm = DEFAULT_ALGORITHM, alignment: int = 16,
-                 memories: list[MemorySpec] | None = None):
+                 memories: list[MemorySpec] | None = None, alloc_graph_input: bool = True,
+                 alloc_graph_output: bool = True):
         super().__init__()
+        self.alloc_graph_input = alloc_graph_input
+        self.alloc_graph_output = alloc_graph_output
         self.algorithm = algorithm
         self.alignment = alignment
         self.memories = memories or [MemorySpec(1)]
         self.lower_bound = 0
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
-        named = planned_specs(graph_module)
+        skip = _unplanned_graph_io(graph_module, self.alloc_graph_input, self.alloc_graph_output)
+        named = planned_specs(graph_module, skip)
         allocations = [Allocation(s.nbytes, s.lifetime[0], s.lifetime[1]) for _, s in named]
         placement = plan_hierarchy(allocations, self.memories, self.alignment, self.algorithm,
                                    names=[f"the output of node '{name}'" for name, _ in named])
@@ -109,7 +127,7 @@ class MemoryPlanningPass(PassBase):
             spec.mem_offset = offset
         for node in graph_module.graph.nodes:
             for spec in _node_specs(node):
-                if spec.base is not None:
+                if spec.base is not None and spec.base.mem_id is not None:
                     spec.mem_id, spec.mem_offset = spec.base.mem_id, spec.base.mem_offset
         graph_module.meta["non_const_buffer_sizes"] = buffer_sizes(allocations, placement, self.memories,
                                                                    self.alignment)

@@ -1,0 +1,50 @@
+"""Graph inputs/outputs planned or supplied by the caller (ExecuTorch's alloc_graph_input/output)."""
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import assert_matches, executorch_run, torch_outputs, torchedge_compile
+from torchedge.errors import InputError
+from torchedge.exir import ExecutorchBackendConfig
+from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
+from torchedge.runtime import Runtime
+
+
+class TwoOutputs(torch.nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) * 2
+        return y.reshape(-1), torch.sigmoid(y) + x
+
+
+def _compile(plan_inputs: bool, plan_outputs: bool):
+    model, inputs = TwoOutputs().eval(), (torch.randn(3, 4),)
+    config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
+        alloc_graph_input=plan_inputs, alloc_graph_output=plan_outputs))
+    return model, inputs, torchedge_compile(model, inputs, config)
+
+
+@pytest.mark.parametrize("plan_inputs, plan_outputs", [(True, True), (False, True), (True, False), (False, False)])
+def test_io_planning_options(plan_inputs, plan_outputs):
+    model, inputs, program = _compile(plan_inputs, plan_outputs)
+    planned = program.memory_plans["forward"].planned_buffer_sizes[0]
+    _, _, fully_planned = _compile(True, True)
+    if not (plan_inputs and plan_outputs):
+        assert planned < fully_planned.memory_plans["forward"].planned_buffer_sizes[0]
+    expected = torch_outputs(model, inputs)
+    method = Runtime.get().load_program(program.buffer).load_method()
+    assert_matches(method.execute([inputs[0].numpy()]), expected)
+    assert_matches(executorch_run(program.buffer, inputs), expected)
+
+
+def test_caller_provided_output_buffers_are_written_in_place():
+    model, inputs, program = _compile(True, False)
+    method = Runtime.get().load_program(program.buffer).load_method()
+    buffer = np.zeros((3, 4), np.float32)
+    outputs = method.execute([inputs[0].numpy()], outputs=[None, buffer])
+    assert outputs[1] is buffer
+    assert_matches([buffer], torch_outputs(model, inputs)[1:])
+    with pytest.raises(InputError, match="expected float32"):
+        method.execute([inputs[0].numpy()], outputs=[None, np.zeros((4, 3), np.float32)])
+    with pytest.raises(InputError, match="planned memory"):
+        method.execute([inputs[0].numpy()], outputs=[np.zeros(12, np.float32), None])
