@@ -97,9 +97,9 @@ def cmd_run(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from torchedge.runtime.inspect import describe_program
+    from torchedge.runtime.inspect import describe_memory, describe_program
 
-    print(describe_program(args.pte))
+    print(describe_memory(args.pte, args.png) if args.memory or args.png else describe_program(args.pte))
     return 0
 
 
@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="methods, signatures, operators and memory of a .pte")
     p.add_argument("pte")
+    p.add_argument("--memory", action="store_true",
+                   help="the memory plan: per memory id size, lower bound and utilisation")
+    p.add_argument("--png", help="with --memory: draw the plan (lifetime x byte offset) to this PNG")
     p.set_defaults(fn=cmd_inspect)
 
     p = sub.add_parser("check", help="export a model, run it on the runtime, compare with PyTorch eager")

@@ -11,7 +11,7 @@ from torchedge.runtime.method_meta import MethodMeta, TensorMeta
 from torchedge.runtime.tensor_view import dtype_of
 from torchedge.schema.program import KernelCall, Tensor
 
-__all__ = ["describe_program"]
+__all__ = ["describe_program", "describe_memory"]
 
 
 def _signature(items) -> str:
@@ -60,4 +60,28 @@ def describe_program(source) -> str:
             f"  operators ({len(meta.operators)}):",
         ]
         lines += [f"    {calls.get(op, 0):5d} x {op}" for op in meta.operators]
+    return "\n".join(lines)
+
+
+def describe_memory(source, png: str | None = None) -> str:
+    """Per method and memory id: planned size, lower bound, utilisation; optionally a PNG per plan."""
+    from torchedge.runtime.memory_report import memory_report
+    from torchedge.serialize import deserialize_pte
+
+    pte = deserialize_pte(loader_for(source).data)
+    lines = []
+    for plan in pte.program.execution_plan or []:
+        instructions = len(plan.chains[0].instructions) if plan.chains else 0
+        lines.append(f"method '{plan.name}' ({instructions} instructions)")
+        for usage in memory_report(plan):
+            lines.append(f"  memory {usage.mem_id}: {usage.size:,} bytes planned, lower bound "
+                         f"{usage.lower_bound:,} bytes, utilisation {usage.utilisation:.1%}, "
+                         f"{len(usage.tensors)} tensors")
+            if png:
+                from torchedge.devtools.memory_picture import render_plan, write_png
+
+                path = png if len(pte.program.execution_plan) == 1 and usage.mem_id == 1 else \
+                    png.replace(".png", f"_{plan.name}_mem{usage.mem_id}.png")
+                write_png(path, render_plan(usage, instructions))
+                lines.append(f"    picture: {path}")
     return "\n".join(lines)
