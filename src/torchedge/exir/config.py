@@ -15,9 +15,12 @@ class EdgeCompileConfig:
     """Options of `to_edge`.
 
     ``_check_ir_validity`` keeps ExecuTorch's spelling so that user scripts port unchanged.
+    ``fold_constants`` evaluates subgraphs that depend only on weights and literals
+    at compile time (for example weight transposes) and stores their results.
     """
 
     _check_ir_validity: bool = True
+    fold_constants: bool = True
 
 
 @dataclass

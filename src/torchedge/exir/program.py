@@ -18,6 +18,7 @@ from torchedge.errors import ExportError
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.memory_planning.planning_pass import assign_specs
+from torchedge.exir.passes.constant_folding import fold_constants
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
@@ -37,17 +38,18 @@ def _as_method_dict(programs) -> dict[str, ExportedProgram]:
                       f"got {type(programs).__name__}")
 
 
-def _to_edge_program(ep: ExportedProgram) -> ExportedProgram:
+def _to_edge_program(ep: ExportedProgram, config: EdgeCompileConfig) -> ExportedProgram:
     edge = ep.run_decompositions(torch.export.default_decompositions())
     run_passes(edge.graph_module, [p() for p in EDGE_PASSES])
-    return edge
+    return fold_constants(edge) if config.fold_constants else edge
 
 
 def to_edge(programs, constant_methods: dict | None = None,
             compile_config: EdgeCompileConfig | None = None) -> "EdgeProgramManager":
     """Lower exported programs to the Edge dialect (core ATen, no view ops)."""
-    methods = {name: _to_edge_program(ep) for name, ep in _as_method_dict(programs).items()}
-    return EdgeProgramManager(methods, constant_methods or {}, compile_config or EdgeCompileConfig())
+    config = compile_config or EdgeCompileConfig()
+    methods = {name: _to_edge_program(ep, config) for name, ep in _as_method_dict(programs).items()}
+    return EdgeProgramManager(methods, constant_methods or {}, config)
 
 
 class EdgeProgramManager:

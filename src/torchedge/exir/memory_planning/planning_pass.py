@@ -14,6 +14,7 @@ import torch
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
 from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, lower_bound
+from torchedge.exir.memory_planning.inplace import share_inplace
 from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.tensor_spec import TensorSpec
@@ -101,22 +102,26 @@ class MemoryPlanningPass(PassBase):
     gets the arena size per memory id; ``self.lower_bound`` the largest total of
     simultaneously live bytes. With ``alloc_graph_input``/``alloc_graph_output``
     False, user inputs/outputs get no planned memory: the caller supplies it at
-    execution time (ExecuTorch's options of the same names).
+    execution time (ExecuTorch's options of the same names). With ``inplace``,
+    elementwise operators may write over an input that dies there (`inplace`).
     """
 
     def __init__(self, algorithm: Algorithm = DEFAULT_ALGORITHM, alignment: int = 16,
                  memories: list[MemorySpec] | None = None, alloc_graph_input: bool = True,
-                 alloc_graph_output: bool = True):
+                 alloc_graph_output: bool = True, inplace: bool = True):
         super().__init__()
+        self.inplace = inplace
         self.alloc_graph_input = alloc_graph_input
         self.alloc_graph_output = alloc_graph_output
         self.algorithm = algorithm
         self.alignment = alignment
-        self.memories = memories or [MemorySpec(1)]
+        self.memories = [MemorySpec(1)] if memories is None else memories
         self.lower_bound = 0
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         skip = _unplanned_graph_io(graph_module, self.alloc_graph_input, self.alloc_graph_output)
+        if self.inplace:
+            share_inplace(graph_module, skip)
         named = planned_specs(graph_module, skip)
         allocations = [Allocation(s.nbytes, s.lifetime[0], s.lifetime[1]) for _, s in named]
         placement = plan_hierarchy(allocations, self.memories, self.alignment, self.algorithm,
