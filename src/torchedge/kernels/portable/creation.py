@@ -1,4 +1,4 @@
-"""Tensors made from numbers: full, zeros, ones, scalar_tensor, fill, arange."""
+"""Tensors made from numbers: full, zeros, ones, empty, scalar_tensor, fill, arange."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from torchedge.kernels.dtypes import category
 from torchedge.kernels.portable.common import check, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["full", "full_like", "zeros", "ones", "scalar_tensor", "arange", "arange_start"]
+__all__ = ["full", "full_like", "zeros", "ones", "empty", "empty_strided", "scalar_tensor", "arange", "arange_start"]
 
 
 @register_kernel("aten::full.out", "aten::fill.Scalar_out")
@@ -31,6 +31,17 @@ def ones(size, out):
     write(out, 1)
 
 
+@register_kernel("aten::empty.out")
+def empty(size, memory_format, out):
+    """Uninitialised in ATen; zeros here, so that results never depend on stale memory."""
+    write(out, 0)
+
+
+@register_kernel("aten::empty_strided.out")
+def empty_strided(size, stride, out):
+    write(out, 0)
+
+
 @register_kernel("aten::scalar_tensor.out")
 def scalar_tensor(s, out):
     write(out, s)
@@ -43,6 +54,7 @@ def arange_start(start, end, step, out):
     op = "aten::arange.start_out"
     check(step != 0, op, "step must be nonzero")
     check(out.ndim == 1, op, f"out must be 1-D, got shape {list(out.shape)}")
+    check(category(out.dtype) > 0, op, "arange does not support bool outs")
     integral = category(out.dtype) < 2 and all(isinstance(v, int) for v in (start, end, step))
     i = np.arange(out.shape[0], dtype=np.int64 if integral else np.float64)
     i *= step

@@ -1,14 +1,17 @@
-"""Gathers and masked writes: index, index_select, gather, embedding, masked_fill, tril."""
+"""Gathers and masked writes: index, index_select, gather, embedding (and embedding_bag,
+its backward), nonzero, masked_select, masked_fill, tril."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import BOOL
-from torchedge.kernels.portable.common import check, wrap_dim, write
+from torchedge.kernels.allocator import allocate_output
+from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype
+from torchedge.kernels.portable.common import check, quiet, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["index", "index_select", "gather", "embedding", "masked_fill", "tril"]
+__all__ = ["index_key", "index", "index_select", "gather", "embedding", "embedding_bag", "embedding_dense_backward",
+           "nonzero", "masked_select", "masked_fill", "tril"]
 
 
 def _check_indices(op: str, index: np.ndarray, size: int, negative_ok: bool = False) -> None:
@@ -18,23 +21,34 @@ def _check_indices(op: str, index: np.ndarray, size: int, negative_ok: bool = Fa
               f"index {low if low < 0 else high} is out of bounds for dimension of size {size}")
 
 
-@register_kernel("aten::index.Tensor_out")
-def index(self, indices, out):
-    """Advanced indexing: NumPy's rules are ATen's (None keeps a dim, bool masks select
-    their nonzero positions, index tensors broadcast, and separated index tensors move
-    their dims to the front)."""
-    op = "aten::index.Tensor_out"
+def index_key(op: str, self: np.ndarray, indices) -> tuple:
+    """The NumPy key for ATen's advanced indexing ``self[indices]``: NumPy's rules are ATen's
+    (None keeps a dim, bool masks select their nonzero positions over as many dims as they
+    have, index tensors broadcast, and separated index tensors move their dims to the front)."""
     check(len(indices) <= self.ndim, op, f"too many indices ({len(indices)}) for a tensor of {self.ndim} dims")
-    key = []
-    for axis, idx in enumerate(indices):
+    key, axis = [], 0
+    for idx in indices:
         if idx is None:
             key.append(slice(None))
+            axis += 1
         elif idx.dtype == np.uint8 or idx.dtype == BOOL:  # a uint8 index is a (legacy) mask
+            covered = self.shape[axis:axis + idx.ndim]
+            check(idx.shape == covered, op, f"the mask of shape {list(idx.shape)} does not match the indexed "
+                                            f"tensor's dims {list(covered)} starting at dim {axis}")
             key.append(idx.astype(BOOL, copy=False))
+            axis += idx.ndim
         else:
+            check(axis < self.ndim, op, f"too many indices for a tensor of {self.ndim} dims")
             _check_indices(op, idx, self.shape[axis], negative_ok=True)
             key.append(idx)
-    write(out, self[tuple(key)])
+            axis += 1
+    check(axis <= self.ndim, op, f"too many indices for a tensor of {self.ndim} dims")
+    return tuple(key)
+
+
+@register_kernel("aten::index.Tensor_out")
+def index(self, indices, out):
+    write(out, self[index_key("aten::index.Tensor_out", self, indices)])
 
 
 @register_kernel("aten::index_select.out")
@@ -76,6 +90,105 @@ def embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
         np.take(weight, indices, axis=0, out=out)
     else:
         write(out, np.take(weight, indices, axis=0))
+
+
+def _bags(op: str, offsets: np.ndarray, count: int, num_bags: int) -> np.ndarray:
+    """The bag of each of ``count`` indices: bag b starts at offsets[b], and the last bag runs
+    to the end (with include_last_offset, ATen's reading when offsets[-1] != count)."""
+    starts = offsets.reshape(-1)[:num_bags].astype(np.int64)
+    if count and num_bags:
+        check(starts[0] == 0 and np.all(np.diff(starts) >= 0) and starts[-1] <= count, op,
+              f"offsets must start at 0 and not decrease up to the {count} indices, got {starts.tolist()}")
+    return np.clip(np.searchsorted(starts, np.arange(count), side="right") - 1, 0, max(num_bags - 1, 0))
+
+
+def _bag_max(rows, bag, picked, num_bags):
+    """Per bag and feature, the largest row value and the index of the first row holding it."""
+    if len(rows) == 0:
+        return 0, 0
+    best = np.full((num_bags, rows.shape[1]), -np.inf, rows.dtype)
+    np.maximum.at(best, bag, rows)
+    position = np.where(rows == best[bag], np.arange(len(rows))[:, None], len(rows))
+    first = np.full(best.shape, len(rows), np.int64)
+    np.minimum.at(first, bag, position)
+    found = first < len(rows)
+    return np.where(found, best, 0), np.where(found, picked[np.minimum(first, len(rows) - 1)], 0)
+
+
+@register_kernel("aten::_embedding_bag.out", "aten::_embedding_bag_forward_only.out")
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                  include_last_offset, padding_idx, out0, out1, out2, out3):
+    """Sum (mode 0, optionally weighted per index), mean (1) or max (2) of the weight rows of
+    each bag; padding_idx rows are left out, empty bags give zeros. The other outs are the
+    bag of each index (when planned non-empty), the bag sizes (mode 1, 2) and the indices of
+    the max rows (mode 2; mode 1 repeats the bag sizes)."""
+    op = "aten::_embedding_bag.out"
+    check(weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1, op,
+          f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
+          f"{list(indices.shape)}, {list(offsets.shape)}")
+    check(mode in (0, 1, 2), op, f"mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
+    check(per_sample_weights is None or mode == 0, op, "per_sample_weights are only supported with mode 0 (sum)")
+    _check_indices(op, indices, weight.shape[0])
+    num_bags = out0.shape[0]
+    bag = _bags(op, offsets, indices.size, num_bags)
+    keep = indices != padding_idx
+    bag, picked = bag[keep], indices[keep]
+    rows = weight[picked].astype(accumulate_dtype(weight.dtype), copy=False)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights[keep, None].astype(rows.dtype)
+    sizes = np.bincount(bag, minlength=num_bags)
+    if mode == 2:
+        result, max_indices = _bag_max(rows, bag, picked, num_bags)
+    else:
+        result = np.zeros((num_bags, weight.shape[1]), rows.dtype)
+        np.add.at(result, bag, rows)
+        if mode == 1:
+            result /= np.maximum(sizes, 1)[:, None]
+        max_indices = sizes if mode == 1 else 0
+    write(out0, result)
+    if out1.size:
+        write(out1, _bags(op, offsets, indices.size, num_bags))
+    write(out2, sizes if mode else 0)
+    write(out3, max_indices)
+
+
+@register_kernel("aten::embedding_dense_backward.out")
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, out):
+    """The weight gradient of embedding: each index's gradient row added to its weight row
+    (divided by how often the index occurs with scale_grad_by_freq); padding_idx gets none."""
+    op = "aten::embedding_dense_backward.out"
+    flat = indices.reshape(-1).astype(np.int64)
+    _check_indices(op, flat, num_weights)
+    grad = grad_output.reshape(flat.size, -1).astype(accumulate_dtype(grad_output.dtype))
+    if scale_grad_by_freq:
+        grad = grad / np.bincount(flat, minlength=num_weights)[flat, None].astype(grad.dtype)
+    keep = flat != padding_idx
+    result = np.zeros((num_weights, grad.shape[1]), grad.dtype)
+    np.add.at(result, flat[keep], grad[keep])
+    write(out, result)
+
+
+@register_kernel("aten::nonzero.out")
+def nonzero(self, out):
+    """The (n, ndim) int64 coordinates of the nonzero (or nan) elements, in row-major order;
+    the output size depends on the data, so the result is allocated, not written to out."""
+    with quiet():
+        coordinates = np.argwhere(self != 0)
+    result = allocate_output(coordinates.shape, INT64)
+    write(result, coordinates)
+    return result
+
+
+@register_kernel("aten::masked_select.out")
+def masked_select(self, mask, out):
+    """The elements of broadcast(self, mask) where mask is true, as an allocated 1-D tensor."""
+    op = "aten::masked_select.out"
+    check(mask.dtype == BOOL, op, f"mask must be a bool tensor, got {mask.dtype}")
+    shape = np.broadcast_shapes(self.shape, mask.shape)
+    where = np.broadcast_to(mask, shape)
+    result = allocate_output((int(np.count_nonzero(where)),), self.dtype)
+    write(result, np.broadcast_to(self, shape)[where])
+    return result
 
 
 @register_kernel("aten::masked_fill.Scalar_out")

@@ -1,14 +1,16 @@
-"""Reductions: sum, mean, amax/amin, any, argmax/argmin, cumsum."""
+"""Reductions: sum, prod, mean, var/std, max/min, amax/amin, any, argmax/argmin, cumsum,
+and the p-norm distances cdist/pdist."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype, category, dtype_from_code
+from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype, category, dtype_from_code, is_floating
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, wrap_dims, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["sum_dim", "mean_dim", "amax", "amin", "any_dim", "argmax", "argmin", "cumsum"]
+__all__ = ["sum_dim", "prod", "prod_dim", "mean_dim", "var", "var_unbiased", "std", "std_unbiased", "max_dim",
+           "min_dim", "max_all", "min_all", "amax", "amin", "any_dim", "argmax", "argmin", "cumsum", "cdist", "pdist"]
 
 
 def _sum_dtype(self: np.ndarray, dtype_code) -> np.dtype:
@@ -82,12 +84,19 @@ def any_all(self, out):
 
 def _arg_kernel(op: str, reduce):
     def kernel(self, dim, keepdim, out):
-        check(self.size > 0, op, "cannot take the index of an extreme of an empty tensor")
+        check(self.dtype != BOOL, op, "does not support bool input")
         if dim is None:  # an index into the flattened tensor
-            write(out, reduce(self))
+            check(self.size > 0, op, "cannot take the index of an extreme of an empty tensor without a dim")
+            write(out, reduce(self.astype(accumulate_dtype(self.dtype), copy=False)))
             return
         axis = wrap_dim(dim, self.ndim, op)
-        write(out, reduce(self, axis=axis, keepdims=keepdim) if self.ndim else 0)  # first nan wins
+        if self.ndim == 0:
+            write(out, 0)
+            return
+        check(self.shape[axis] > 0, op, f"expected reduction dim {dim} to have non-zero size "
+                                        f"(input shape {list(self.shape)})")
+        x = self.astype(accumulate_dtype(self.dtype), copy=False)  # NumPy misplaces nan in bfloat16
+        write(out, reduce(x, axis=axis, keepdims=keepdim))  # the first nan wins
 
     kernel.__name__ = op.split("::")[1].split(".")[0]
     return kernel
@@ -108,3 +117,133 @@ def cumsum(self, dim, dtype, out):
     with quiet():
         np.cumsum(self, axis=axis, dtype=acc, out=buf)
     finish(out, buf)
+
+
+def _prod(op, self, axes, keepdim, dtype, out):
+    acc = accumulate_dtype(_sum_dtype(self, dtype))  # integers wrap around in int64, as in ATen
+    _reduce_into(np.prod, self, axes, keepdim, acc, out, dtype=acc)
+
+
+@register_kernel("aten::prod.out")
+def prod(self, dtype, out):
+    _prod("aten::prod.out", self, tuple(range(self.ndim)), False, dtype, out)
+
+
+@register_kernel("aten::prod.int_out")
+def prod_dim(self, dim, keepdim, dtype, out):
+    _prod("aten::prod.int_out", self, wrap_dims((dim,), self.ndim, "aten::prod.int_out"), keepdim, dtype, out)
+
+
+def _variance(op, self, dim, correction, keepdim, out, root: bool) -> None:
+    """Two-pass variance over ``dim`` (None or [] is every dim), divided by
+    ``max(0, n - correction)``: too few elements give inf (or nan for 0/0), as in ATen."""
+    check(is_floating(self.dtype), op, f"std and var only support floating point dtypes, got {self.dtype}")
+    axes = wrap_dims(dim, self.ndim, op)
+    n = int(np.prod([self.shape[a] for a in axes]))
+    x = self.astype(accumulate_dtype(self.dtype), copy=False)
+    with quiet():
+        deviation = x - x.mean(axis=axes, keepdims=True)
+        result = np.sum(deviation * deviation, axis=axes, keepdims=keepdim) / x.dtype.type(max(0.0, n - correction))
+        write(out, np.sqrt(result) if root else result)
+
+
+def _variance_kernel(op: str, root: bool):
+    """var/std kernels: the ``.correction_out`` overloads take a correction (None means 1),
+    the ``.out`` ones a bool ``unbiased`` (correction 1 or 0)."""
+    if op.endswith(".correction_out"):
+        def kernel(self, dim, correction, keepdim, out):
+            _variance(op, self, dim, 1 if correction is None else correction, keepdim, out, root)
+    else:
+        def kernel(self, dim, unbiased, keepdim, out):
+            _variance(op, self, dim, int(unbiased), keepdim, out, root)
+    return register_kernel(op)(kernel)
+
+
+var = _variance_kernel("aten::var.correction_out", root=False)
+var_unbiased = _variance_kernel("aten::var.out", root=False)
+std = _variance_kernel("aten::std.correction_out", root=True)
+std_unbiased = _variance_kernel("aten::std.out", root=True)
+
+
+def _extreme_with_index(op: str, pick):
+    """max.dim / min.dim: the extreme along ``dim`` and the index of its first occurrence
+    (a nan wins, and the first nan is reported)."""
+
+    def kernel(self, dim, keepdim, values, indices):
+        axis = wrap_dim(dim, self.ndim, op)
+        if self.ndim == 0:
+            write(values, self)
+            write(indices, 0)
+            return
+        check(self.shape[axis] > 0, op, f"expected reduction dim {dim} to have non-zero size "
+                                        f"(input shape {list(self.shape)})")
+        index = np.expand_dims(pick(self.astype(accumulate_dtype(self.dtype), copy=False), axis=axis), axis)
+        found = np.take_along_axis(self, index, axis=axis)
+        write(values, found if keepdim else np.squeeze(found, axis))
+        write(indices, index if keepdim else np.squeeze(index, axis))
+
+    return kernel
+
+
+max_dim = register_kernel("aten::max.dim_max")(_extreme_with_index("aten::max.dim_max", np.argmax))
+min_dim = register_kernel("aten::min.dim_min")(_extreme_with_index("aten::min.dim_min", np.argmin))
+
+
+def _extreme_of_all(op: str, reduce):
+    def kernel(self, out):
+        check(self.size > 0, op, "cannot reduce an empty tensor without a dim; give a dim or use amax/amin")
+        with quiet():
+            write(out, reduce(self.astype(accumulate_dtype(self.dtype), copy=False)))  # nan propagates
+
+    return kernel
+
+
+max_all = register_kernel("aten::max.unary_out")(_extreme_of_all("aten::max.unary_out", np.max))
+min_all = register_kernel("aten::min.unary_out")(_extreme_of_all("aten::min.unary_out", np.min))
+
+
+def _p_norm(diff: np.ndarray, p: float) -> np.ndarray:
+    """The p-norm over the last axis of non-negative ``diff`` (p = 0 counts nonzeros)."""
+    if p == 0:
+        return np.count_nonzero(diff, axis=-1).astype(diff.dtype)
+    if p == np.inf:
+        return diff.max(axis=-1, initial=0)
+    if p == 1:
+        return diff.sum(axis=-1)
+    if p == 2:
+        return np.sqrt(np.sum(diff * diff, axis=-1))
+    return np.sum(diff ** diff.dtype.type(p), axis=-1) ** diff.dtype.type(1.0 / p)
+
+
+def _check_distance_input(op: str, p: float, *tensors) -> None:
+    check(p >= 0, op, f"only supports non-negative p values, got {p}")
+    for t in tensors:
+        check(t.dtype in (np.float32, np.float64), op, f"only supports float32 and float64 inputs, got {t.dtype}")
+    check(all(t.dtype == tensors[0].dtype for t in tensors), op,
+          f"inputs must have the same dtype, got {[str(t.dtype) for t in tensors]}")
+
+
+@register_kernel("aten::_cdist_forward.out")
+def cdist(x1, x2, p, compute_mode, out):
+    """Distances between the rows of x1 [..., P, M] and x2 [..., R, M] (batch dims broadcast),
+    computed directly for every compute_mode (ATen's matmul shortcut for p=2 only trades accuracy)."""
+    op = "aten::_cdist_forward.out"
+    _check_distance_input(op, p, x1, x2)
+    check(x1.ndim >= 2 and x2.ndim >= 2, op, f"expects inputs of at least 2 dims, got shapes "
+                                             f"{list(x1.shape)} and {list(x2.shape)}")
+    check(x1.shape[-1] == x2.shape[-1], op, f"x1 and x2 must have the same number of columns, got "
+                                            f"{x1.shape[-1]} and {x2.shape[-1]}")
+    check(compute_mode in (None, 0, 1, 2), op, f"compute_mode must be 0, 1 or 2, got {compute_mode}")
+    with quiet():
+        write(out, _p_norm(np.abs(x1[..., :, None, :] - x2[..., None, :, :]), p))
+
+
+@register_kernel("aten::_pdist_forward.out")
+def pdist(self, p, out):
+    """Distances between the rows i < j of self [N, M], in row-major order of (i, j)."""
+    op = "aten::_pdist_forward.out"
+    _check_distance_input(op, p, self)
+    check(self.ndim == 2, op, f"expects a 2-D input, got shape {list(self.shape)}")
+    first, second = np.triu_indices(self.shape[0], 1)
+    with quiet():
+        write(out, _p_norm(np.abs(self[first] - self[second]), p))

@@ -1,4 +1,5 @@
-"""Copies that only rearrange elements: views, permutes, expands, repeats, plain copies."""
+"""Copies that only rearrange elements: views, permutes, flips, rolls, diagonals, strided
+views, expands, repeats, plain copies."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from torchedge.kernels.portable.common import check, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["reshape_copy", "permute_copy", "transpose_copy", "t_copy", "expand_copy", "repeat", "clone",
-           "alias_copy", "to_copy", "copy"]
+           "alias_copy", "to_copy", "copy", "flip", "roll", "diagonal_copy", "as_strided_copy"]
 
 
 @register_kernel("aten::view_copy.out", "aten::_unsafe_view.out", "aten::unsqueeze_copy.out",
@@ -88,3 +89,52 @@ def to_copy(self, non_blocking, memory_format_or_dim_order, out):
 def copy(self, src, non_blocking, out):
     """``self`` with ``src`` broadcast and cast into it: the result is just ``src``."""
     write(out, src)
+
+
+@register_kernel("aten::flip.out")
+def flip(self, dims, out):
+    op = "aten::flip.out"
+    axes = [wrap_dim(d, self.ndim, op) for d in dims]
+    check(len(set(axes)) == len(axes), op, f"dims {list(dims)} lists a dimension twice")
+    write(out, np.flip(self, axis=tuple(axes)) if self.ndim else self)
+
+
+@register_kernel("aten::roll.out")
+def roll(self, shifts, dims, out):
+    """Rotate along each of ``dims`` by its shift; with no dims, rotate the flattened tensor."""
+    op = "aten::roll.out"
+    if len(dims) == 0:
+        check(len(shifts) == 1, op, f"without dims, shifts must hold one value, got {list(shifts)}")
+        write(out, np.roll(self.reshape(-1), shifts[0]).reshape(self.shape))
+        return
+    check(len(shifts) == len(dims), op, f"shifts {list(shifts)} and dims {list(dims)} must have the same length")
+    check(self.ndim > 0, op, "cannot roll a 0-dim tensor along a dim")
+    write(out, np.roll(self, tuple(shifts), axis=tuple(wrap_dim(d, self.ndim, op) for d in dims)))
+
+
+@register_kernel("aten::diagonal_copy.out")
+def diagonal_copy(self, offset, dim1, dim2, out):
+    """The ``offset``-th diagonal of the (dim1, dim2) planes, as a new last dim."""
+    op = "aten::diagonal_copy.out"
+    axis1, axis2 = wrap_dim(dim1, self.ndim, op), wrap_dim(dim2, self.ndim, op)
+    check(axis1 != axis2, op, f"diagonal dims cannot be identical, got {dim1} and {dim2}")
+    write(out, np.diagonal(self, offset, axis1, axis2))
+
+
+@register_kernel("aten::as_strided_copy.out")
+def as_strided_copy(self, size, stride, storage_offset, out):
+    """A strided window, in elements, over self's elements in memory order (as ExecuTorch,
+    whose tensors are contiguous in their dim order, reads the input's data pointer)."""
+    op = "aten::as_strided_copy.out"
+    offset = storage_offset or 0
+    check(len(size) == len(stride), op, f"size {list(size)} and stride {list(stride)} must have the same length")
+    check(all(s >= 0 for s in stride) and offset >= 0, op,
+          f"negative strides or offsets are not supported, got stride {list(stride)}, offset {offset}")
+    if 0 in size:
+        return
+    storage = np.ascontiguousarray(self).reshape(-1)
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+    check(last < storage.size, op, f"size {list(size)}, stride {list(stride)} and offset {offset} reach element "
+                                   f"{last}, past the input's {storage.size} elements")
+    window = as_strided(storage[offset:], tuple(size), tuple(s * storage.itemsize for s in stride), writeable=False)
+    write(out, window)

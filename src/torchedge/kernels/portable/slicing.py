@@ -1,4 +1,4 @@
-"""Slicing and joining: slice, select, cat, split, constant padding."""
+"""Slicing and joining: slice, select (and their scatters), cat, split, constant padding."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 from torchedge.kernels.portable.common import check, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["slice_copy", "select_copy", "cat", "split_with_sizes_copy", "constant_pad_nd"]
+__all__ = ["slice_copy", "select_copy", "slice_scatter", "select_scatter", "cat", "split_with_sizes_copy",
+           "constant_pad_nd"]
 
 
 def _along(axis: int, index) -> tuple:
@@ -15,22 +16,50 @@ def _along(axis: int, index) -> tuple:
     return (slice(None),) * axis + (index,)
 
 
+def _slicing(op: str, self, dim, start, end, step) -> tuple:
+    check(self.ndim > 0, op, "cannot slice a 0-dim tensor")
+    check(step > 0, op, f"slice step must be positive, got {step}")
+    return _along(wrap_dim(dim, self.ndim, op), slice(start, end, step))
+
+
 @register_kernel("aten::slice_copy.Tensor_out")
 def slice_copy(self, dim, start, end, step, out):
     """Python slicing clamps start/end exactly as ATen does (negative values count from the end)."""
-    op = "aten::slice_copy.Tensor_out"
-    check(step > 0, op, f"slice step must be positive, got {step}")
-    write(out, self[_along(wrap_dim(dim, self.ndim, op), slice(start, end, step))])
+    write(out, self[_slicing("aten::slice_copy.Tensor_out", self, dim, start, end, step)])
 
 
-@register_kernel("aten::select_copy.int_out")
-def select_copy(self, dim, index, out):
-    op = "aten::select_copy.int_out"
+def _selection(op: str, self, dim, index) -> tuple:
     check(self.ndim > 0, op, "cannot select from a 0-dim tensor")
     axis = wrap_dim(dim, self.ndim, op)
     size = self.shape[axis]
     check(-size <= index < size, op, f"index {index} is out of range for dimension {dim} of size {size}")
-    write(out, self[_along(axis, index)])
+    return _along(axis, index)
+
+
+@register_kernel("aten::select_copy.int_out")
+def select_copy(self, dim, index, out):
+    write(out, self[_selection("aten::select_copy.int_out", self, dim, index)])
+
+
+def _scatter_into(op: str, self, src, where: tuple, out) -> None:
+    """out = self, with ``src`` (cast) written over ``out[where]``, which it must fit exactly."""
+    target_shape = self[where].shape
+    check(src.shape == target_shape, op, f"src has shape {list(src.shape)}, expected the shape of the "
+                                         f"slice it replaces, {list(target_shape)}")
+    write(out, self)
+    write(out[where + (Ellipsis,)], src)  # the Ellipsis keeps a 0-dim selection a view
+
+
+@register_kernel("aten::slice_scatter.out")
+def slice_scatter(self, src, dim, start, end, step, out):
+    op = "aten::slice_scatter.out"
+    _scatter_into(op, self, src, _slicing(op, self, dim, start, end, step), out)
+
+
+@register_kernel("aten::select_scatter.out")
+def select_scatter(self, src, dim, index, out):
+    op = "aten::select_scatter.out"
+    _scatter_into(op, self, src, _selection(op, self, dim, index), out)
 
 
 @register_kernel("aten::cat.out")

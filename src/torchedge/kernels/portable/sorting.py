@@ -1,26 +1,27 @@
-"""topk: the k largest (or smallest) entries along a dim, with their indices."""
+"""Orderings along a dim: sort, argsort, topk (nan counts as larger than every number)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import category
+from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["topk"]
+__all__ = ["sort", "sort_stable", "argsort", "topk"]
 
 
 def _sort_key(x: np.ndarray, largest: bool) -> np.ndarray:
     """A key whose ascending order is the wanted order (for largest: no nan in x)."""
     if not largest:
         return x  # NumPy sorts nan last, as wanted
-    return -x if category(x.dtype) >= 2 else ~x  # ~x reverses integers without overflow
+    return -x if category(x.dtype) >= 2 else ~x  # ~x reverses integers (and bool) without overflow
 
 
 def _order(x: np.ndarray, k: int, largest: bool) -> np.ndarray:
     """Positions of the first k entries along the last axis, ties by position; nan
     counts as larger than every number."""
+    x = x.astype(accumulate_dtype(x.dtype), copy=False)  # NumPy misplaces nan in bfloat16
     if largest and category(x.dtype) >= 2:
         nan = np.isnan(x)
         if nan.any():
@@ -33,15 +34,41 @@ def _order(x: np.ndarray, k: int, largest: bool) -> np.ndarray:
     return np.take_along_axis(chosen, rank, axis=-1)
 
 
+def _last(a: np.ndarray, axis: int) -> np.ndarray:
+    """A view of ``a`` with ``axis`` moved last (a 0-dim tensor counts as one element)."""
+    return np.moveaxis(a.reshape(1) if a.ndim == 0 else a, axis, -1)
+
+
+def _sorted(op: str, self, dim, descending, k, values, indices) -> None:
+    axis = wrap_dim(dim, self.ndim, op)
+    x = _last(self, axis)
+    order = _order(x, x.shape[-1] if k is None else k, descending)
+    if values is not None:
+        write(_last(values, axis), np.take_along_axis(x, order, axis=-1))
+    write(_last(indices, axis), order)
+
+
+@register_kernel("aten::sort.values")
+def sort(self, dim, descending, values, indices):
+    """Always stable: a valid answer for an unstable sort too."""
+    _sorted("aten::sort.values", self, dim, descending, None, values, indices)
+
+
+@register_kernel("aten::sort.values_stable")
+def sort_stable(self, stable, dim, descending, values, indices):
+    _sorted("aten::sort.values_stable", self, dim, descending, None, values, indices)
+
+
+@register_kernel("aten::argsort.stable_out")
+def argsort(self, stable, dim, descending, out):
+    _sorted("aten::argsort.stable_out", self, dim, descending, None, None, out)
+
+
 @register_kernel("aten::topk.values")
 def topk(self, k, dim, largest, sorted, values, indices):
     op = "aten::topk.values"
     axis = wrap_dim(dim, self.ndim, op)
     size = self.shape[axis] if self.ndim else 1
     check(0 <= k <= size, op, f"k ({k}) is out of range for dimension {dim} of size {size}")
-    x = np.moveaxis(self.reshape(1) if self.ndim == 0 else self, axis, -1)
-    order = _order(x, k, largest)  # always sorted: a valid answer for sorted=False too
-    values_view = np.moveaxis(values.reshape(1) if values.ndim == 0 else values, axis, -1)
-    indices_view = np.moveaxis(indices.reshape(1) if indices.ndim == 0 else indices, axis, -1)
-    write(values_view, np.take_along_axis(x, order, axis=-1))
-    write(indices_view, order)
+    check(self.dtype != np.bool_, op, "does not support bool tensors (as on PyTorch's CPU)")
+    _sorted(op, self, dim, largest, k, values, indices)  # always sorted: a valid answer for sorted=False too
