@@ -60,6 +60,15 @@ class _Logits(nn.Module):
         return self.model(x, **self.call_kwargs).logits
 
 
+class _LastHiddenState(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x).last_hidden_state
+
+
 def _randomize_batch_norm_stats(model: nn.Module, seed: int = 0) -> None:
     """Fresh models have mean 0 / var 1 statistics; give them realistic ones so tests can fail."""
     g = torch.Generator().manual_seed(seed)
@@ -102,11 +111,39 @@ def _llama():
     return _Logits(model, use_cache=False).eval(), (torch.randint(0, 4096, (1, 128)),)
 
 
+def _resnet18():
+    tf = _transformers()
+    config = tf.ResNetConfig(layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
+                             embedding_size=64, num_labels=1000)
+    model = tf.ResNetForImageClassification(config).eval()
+    _randomize_batch_norm_stats(model)
+    return _Logits(model).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def _vit():
+    """ViT-S/16-shaped: 224x224 image, 16x16 patches, hidden 384, 6 layers, 6 heads."""
+    tf = _transformers()
+    config = tf.ViTConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, intermediate_size=1536,
+                          image_size=224, patch_size=16, num_labels=1000)
+    return _Logits(tf.ViTForImageClassification(config).eval()).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def _bert():
+    """BERT-shaped encoder: hidden 256, 4 layers, 4 heads, 128 tokens; returns the last hidden state."""
+    tf = _transformers()
+    config = tf.BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                           vocab_size=8192, max_position_embeddings=512)
+    return _LastHiddenState(tf.BertModel(config).eval()).eval(), (torch.randint(0, 8192, (1, 128)),)
+
+
 _FACTORIES: dict[str, Callable] = {
     "mlp": _mlp,
     "cnn": _cnn,
     "mobilenet_v2": _mobilenet_v2,
     "llama": _llama,
+    "resnet18": _resnet18,
+    "vit": _vit,
+    "bert": _bert,
 }
 MODEL_NAMES = tuple(_FACTORIES)
 

@@ -1,4 +1,7 @@
-"""Activations: relu, hardtanh, gelu, softmax and log-softmax."""
+"""Activations: relu, hardtanh, gelu, elu, leaky_relu, hard sigmoid/swish, silu, logit, softmax.
+
+Like ATen, float16 and bfloat16 inputs compute in float32 and round once into ``out``.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +9,112 @@ import math
 
 import numpy as np
 
-from torchedge.kernels.dtypes import BOOL, accumulate_dtype, is_floating
+from torchedge.kernels.dtypes import BOOL, accumulate_dtype, can_cast, float_result_type, is_floating, is_integral
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, write
-from torchedge.kernels.portable.comparison import clamp
+from torchedge.kernels.portable.comparison import clamp, keep_signed_zeros
+from torchedge.kernels.portable.elementwise import SAME, check_same_dtype, opmath_buffer, store, unary_kernel
 from torchedge.kernels.portable.special import erf
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["relu", "hardtanh", "gelu", "softmax", "log_softmax"]
+__all__ = ["relu", "hardtanh", "gelu", "elu", "leaky_relu", "hardsigmoid", "hardswish", "silu", "logit", "softmax",
+           "log_softmax"]
 
 
 @register_kernel("aten::relu.out")
 def relu(self, out):
     check(self.dtype != BOOL, "aten::relu.out", "boolean inputs are not supported")
-    np.maximum(self, self.dtype.type(0), out=out, casting="unsafe")  # nan stays nan
+    with quiet():
+        np.maximum(self, self.dtype.type(0), out=out, casting="unsafe")  # nan stays nan
+        if is_floating(self.dtype):
+            keep_signed_zeros(out, self)  # relu(-0.0) is -0.0, as in ATen
 
 
 @register_kernel("aten::hardtanh.out")
 def hardtanh(self, min_val, max_val, out):
-    check(self.dtype != BOOL, "aten::hardtanh.out", "boolean inputs are not supported")
+    op = "aten::hardtanh.out"
+    check(self.dtype != BOOL, op, "boolean inputs are not supported")
+    if is_integral(self.dtype):  # ATen truncates the limits so that they don't promote the input
+        min_val, max_val = int(min_val), int(max_val)
+        check(self.dtype != np.uint8 or (min_val >= 0 and max_val >= 0), op,
+              "cannot do hardtanh on an unsigned type with negative limits")
     clamp(self, min_val, max_val, out)
+
+
+def _float_buffer(op: str, self, out):
+    """Checks of a float-only activation; the opmath buffer it computes in."""
+    check(is_floating(self.dtype), op, f"is not implemented for dtype {self.dtype}")
+    check_same_dtype(op, self.dtype, out)
+    return opmath_buffer(out, self.dtype, self)
+
+
+@register_kernel("aten::elu.out")
+def elu(self, alpha, scale, input_scale, out):
+    """``expm1(x * input_scale) * alpha * scale`` where x <= 0 (and for nan), else ``x * scale``."""
+    buf = _float_buffer("aten::elu.out", self, out)
+    with quiet():
+        np.multiply(self, input_scale, out=buf, dtype=buf.dtype, casting="unsafe")
+        np.expm1(buf, out=buf)
+        np.multiply(buf, alpha * scale, out=buf, casting="unsafe")
+        np.multiply(self, scale, out=buf, where=self > 0, dtype=buf.dtype, casting="unsafe")
+    store(out, buf, self.dtype)
+
+
+@register_kernel("aten::leaky_relu.out")
+def leaky_relu(self, negative_slope, out):
+    buf = _float_buffer("aten::leaky_relu.out", self, out)
+    with quiet():
+        np.multiply(self, negative_slope, out=buf, dtype=buf.dtype, casting="unsafe")
+        np.copyto(buf, self, where=self > 0, casting="unsafe")  # -0.0 and nan take the slope
+    store(out, buf, self.dtype)
+
+
+def _relu6_shifted(self, buf):
+    """``min(max(x + 3, 0), 6)`` into ``buf`` (nan stays nan)."""
+    np.add(self, 3, out=buf, dtype=buf.dtype, casting="unsafe")
+    np.maximum(buf, 0, out=buf)
+    np.minimum(buf, 6, out=buf)
+
+
+def _hardsigmoid(self, buf):
+    _relu6_shifted(self, buf)
+    buf /= 6
+
+
+def _hardswish(self, buf):  # ATen: x * relu6(x + 3) / 6, in that order
+    _relu6_shifted(self, buf)
+    np.multiply(buf, self, out=buf, casting="unsafe")
+    buf /= 6
+
+
+def _silu(self, buf):  # x / (1 + exp(-x)): nan at -inf, as in ATen
+    np.negative(self, out=buf, dtype=buf.dtype, casting="unsafe")
+    np.exp(buf, out=buf)
+    buf += 1
+    np.divide(self, buf, out=buf, dtype=buf.dtype, casting="unsafe")
+
+
+hardsigmoid = register_kernel("aten::hardsigmoid.out")(unary_kernel("aten::hardsigmoid.out", _hardsigmoid, SAME, "f"))
+hardswish = register_kernel("aten::hardswish.out")(unary_kernel("aten::hardswish.out", _hardswish, SAME, "f"))
+silu = register_kernel("aten::silu.out")(unary_kernel("aten::silu.out", _silu, SAME, "f"))
+
+
+@register_kernel("aten::logit.out")
+def logit(self, eps, out):
+    """``log(x / (1 - x))``, with x first clamped to ``[eps, 1 - eps]`` unless eps is None (or nan)."""
+    op = "aten::logit.out"
+    dtype = float_result_type(self)
+    check(can_cast(dtype, out.dtype), op, f"result type {dtype} can't be cast to the desired output type {out.dtype}")
+    buf = opmath_buffer(out, dtype, self)
+    x = self
+    with quiet():
+        if eps is not None and not math.isnan(eps):
+            low = dtype.type(eps)  # ATen's eps.to<scalar_t>() and scalar_t(1) - eps
+            np.maximum(self, low, out=buf, dtype=buf.dtype, casting="unsafe")
+            np.minimum(buf, dtype.type(1) - low, out=buf, casting="unsafe")
+            x = buf
+        np.divide(x, np.subtract(1, x, dtype=buf.dtype), out=buf, dtype=buf.dtype, casting="unsafe")
+        np.log(buf, out=buf)
+    store(out, buf, dtype)
 
 
 @register_kernel("aten::gelu.out")

@@ -1,15 +1,15 @@
-"""Comparisons and selection: eq/ne/lt/le/gt/ge, clamp, where."""
+"""Comparisons, predicates and selection: eq/ne/lt/le/gt/ge, isnan/isinf, clamp, where."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import BOOL, can_cast, result_type
-from torchedge.kernels.portable.common import check, finish, quiet, scratch, write
-from torchedge.kernels.portable.elementwise import operand
+from torchedge.kernels.dtypes import BOOL, can_cast, is_floating, result_type
+from torchedge.kernels.portable.common import check, quiet, write
+from torchedge.kernels.portable.elementwise import operand, store, work_buffer
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["clamp", "where"]
+__all__ = ["clamp", "where", "isnan", "isinf", "keep_signed_zeros"]
 
 
 def _comparison_kernel(name: str, ufunc):
@@ -29,14 +29,44 @@ for _name, _ufunc in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), (
     register_kernel(f"aten::{_name}.Scalar_out", f"aten::{_name}.Tensor_out")(_comparison_kernel(_name, _ufunc))
 
 
+def keep_signed_zeros(result: np.ndarray, self) -> None:
+    """Where ``self`` and ``result`` are both zero, give ``result`` the sign of self's zero.
+
+    ATen's max/min-based kernels (clamp, relu) return self when it ties with the bound;
+    NumPy's maximum/minimum may return either zero (its SIMD and scalar loops differ).
+    """
+    zeros = self == 0
+    if zeros.any():  # usually not: then this costs one comparison
+        np.copyto(result, self, where=zeros & (result == 0), casting="unsafe")
+
+
+def _float_predicate(name: str, ufunc):
+    def kernel(self, out):
+        check(out.dtype == BOOL, f"aten::{name}.out", f"expected out to have dtype bool, got {out.dtype}")
+        if is_floating(self.dtype):
+            ufunc(self, out=out)
+        else:  # integers and bool are never nan or infinite
+            out[...] = False
+
+    kernel.__name__ = name
+    return kernel
+
+
+isnan = register_kernel("aten::isnan.out")(_float_predicate("isnan", np.isnan))
+isinf = register_kernel("aten::isinf.out")(_float_predicate("isinf", np.isinf))
+
+
 @register_kernel("aten::clamp.out", "aten::clamp.Tensor_out")
 def clamp(self, min, max, out):
-    """``min(max(self, min), max)`` in the promoted dtype; nan in self stays nan."""
+    """``min(max(self, min), max)`` in the promoted dtype: min > max gives max, nan anywhere gives nan,
+    and a zero equal to a bound keeps its own sign."""
     op = "aten::clamp.out"
     check(min is not None or max is not None, op, "at least one of 'min' or 'max' must not be None")
     dtype = result_type(self, min, max)
+    one_tensor_bound = (min is None or max is None) and (isinstance(min, np.ndarray) or isinstance(max, np.ndarray))
+    check(dtype != BOOL or one_tensor_bound, op, "is not implemented for bool, except with a single tensor bound")
     check(can_cast(dtype, out.dtype), op, f"result type {dtype} can't be cast to the desired output type {out.dtype}")
-    buf = scratch(out, dtype)
+    buf = work_buffer(out, dtype, self, min, max)
     source = self
     with quiet():
         if min is not None:
@@ -44,7 +74,9 @@ def clamp(self, min, max, out):
             source = buf
         if max is not None:
             np.minimum(source, operand(max, dtype), out=buf, dtype=dtype, casting="unsafe")
-    finish(out, buf)
+        if is_floating(dtype):
+            keep_signed_zeros(buf, self)
+    store(out, buf, dtype)
 
 
 @register_kernel("aten::where.self_out")

@@ -1,7 +1,9 @@
 """Elementwise arithmetic and math, registered from tables.
 
-Every op computes in the dtype ATen computes in (`torchedge.kernels.dtypes`) and casts
-into ``out`` in the same NumPy call where it can (``dtype=`` plus ``casting="unsafe"``).
+Every op computes in the dtype ATen computes in (`torchedge.kernels.dtypes`), and float16
+and bfloat16 results are computed in float32 (ATen's "opmath") and rounded once into ``out``:
+a single NumPy ufunc does that by itself (NumPy's and ml_dtypes' 16-bit loops compute in
+float32), computations of several steps get a float32 buffer (`opmath_buffer`).
 The ``.Scalar_out`` overloads share the tensor kernels: a Python number is simply an
 operand of lower priority in `result_type`.
 """
@@ -11,12 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import (BOOL, accumulate_dtype, can_cast, category, float_result_type,
-                                      result_type)
-from torchedge.kernels.portable.common import as_scalar, check, finish, quiet, scratch, write
-from torchedge.kernels.portable.special import erf
+                                      is_floating, result_type)
+from torchedge.kernels.portable.common import as_scalar, check, quiet, write
+from torchedge.kernels.portable.special import erf, erfinv
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["binary", "compute_dtype", "operand", "SAME", "FLOAT"]
+__all__ = ["binary", "unary_kernel", "compute_dtype", "operand", "SAME", "FLOAT", "work_buffer", "opmath_buffer",
+           "store", "check_same_dtype"]
 
 # How an op turns the operands' result_type into the dtype it computes in.
 SAME = "same"  # the promoted dtype itself
@@ -29,11 +32,47 @@ def compute_dtype(rule: str, *operands) -> np.dtype:
 
 def operand(value, dtype):
     """An operand ready for a ufunc computing in ``dtype`` (Python numbers wrap like C++)."""
-    return value if isinstance(value, np.ndarray) else as_scalar(value, dtype)
+    if not isinstance(value, np.ndarray):
+        return as_scalar(value, dtype)
+    if value.dtype != dtype and dtype.name == "bfloat16":  # ml_dtypes' loops don't cast their inputs
+        return value.astype(dtype)
+    return value
+
+
+def work_buffer(out: np.ndarray, dtype, *inputs) -> np.ndarray:
+    """``out`` itself when it has ``dtype`` and overlaps no input array, else a fresh buffer
+    of out's shape (so multi-step computations may re-read their inputs)."""
+    if out.dtype == dtype and not any(isinstance(x, np.ndarray) and np.may_share_memory(out, x) for x in inputs):
+        return out
+    return np.empty(out.shape, dtype)
+
+
+def opmath_buffer(out: np.ndarray, dtype, *inputs) -> np.ndarray:
+    """Where an op whose result type is ``dtype`` computes: a `work_buffer` in ATen's opmath
+    dtype (float32 for float16 and bfloat16). Pass it to `store` when done."""
+    opmath = accumulate_dtype(dtype)
+    if opmath != dtype:
+        return np.empty(out.shape, opmath)
+    return work_buffer(out, dtype, *inputs)
+
+
+def store(out: np.ndarray, buffer: np.ndarray, dtype) -> None:
+    """Round a buffer into ``out`` once, through the result type ``dtype`` when out differs."""
+    if buffer is out:
+        return
+    with quiet():  # overflow to inf is the IEEE result
+        if buffer.dtype != dtype and out.dtype != dtype:
+            buffer = buffer.astype(dtype)
+        write(out, buffer)
 
 
 def _check_out(op: str, dtype, out: np.ndarray) -> None:
     check(can_cast(dtype, out.dtype), op, f"result type {dtype} can't be cast to the desired output type {out.dtype}")
+
+
+def check_same_dtype(op: str, dtype, out: np.ndarray) -> None:
+    """ATen's unary ops (and activations) write only into an out of the input's dtype."""
+    check(out.dtype == dtype, op, f"expected out to have dtype {dtype} (the input's), got {out.dtype}")
 
 
 def _check_kind(op: str, dtype, kinds: str) -> None:
@@ -42,13 +81,17 @@ def _check_kind(op: str, dtype, kinds: str) -> None:
     check(category(dtype) in {allowed[k] for k in kinds}, op, f"is not implemented for dtype {dtype}")
 
 
-def binary(op: str, fn, rule: str, a, b, out: np.ndarray, kinds: str = "bif") -> None:
-    """Run ``fn(a, b, out, dtype)`` in the dtype ``rule`` picks, after ATen's checks."""
+def binary(op: str, fn, rule: str, a, b, out: np.ndarray, kinds: str = "bif", opmath: bool = False) -> None:
+    """Run ``fn(a, b, buffer, buffer.dtype)`` in the dtype ``rule`` picks, after ATen's checks,
+    then round the buffer into ``out``. The buffer is out itself where it has that dtype,
+    for a single ufunc; ``opmath=True`` gives fn an `opmath_buffer` for several steps."""
     dtype = compute_dtype(rule, a, b)
     _check_kind(op, dtype, kinds)
     _check_out(op, dtype, out)
+    buffer = opmath_buffer(out, dtype, a, b) if opmath else work_buffer(out, dtype)
     with quiet():
-        fn(operand(a, dtype), operand(b, dtype), out, dtype)
+        fn(operand(a, dtype), operand(b, dtype), buffer, buffer.dtype)
+    store(out, buffer, dtype)
 
 
 def _ufunc2(ufunc):
@@ -59,13 +102,6 @@ def _ufunc2(ufunc):
 
 
 # -- unary ---------------------------------------------------------------------------
-
-
-def _ufunc1(ufunc):
-    def fn(x, buf):
-        ufunc(x, out=buf, dtype=buf.dtype, casting="unsafe")
-
-    return fn
 
 
 def _rsqrt(x, buf):
@@ -84,38 +120,109 @@ def _erf(x, buf):
     write(buf, erf(x, single=buf.itemsize < 8))
 
 
-# op, computation fn(x, buffer), promotion rule, allowed kinds, opmath (16-bit floats in float32)
+def _erfinv(x, buf):
+    write(buf, erfinv(x, single=buf.itemsize < 8).reshape(buf.shape))
+
+
+def _whole(ufunc):
+    """ceil, floor, round, trunc: integers are already whole numbers (ATen copies them)."""
+    def fn(x, buf):
+        if is_floating(buf.dtype):
+            ufunc(x, out=buf, dtype=buf.dtype, casting="unsafe")
+        else:
+            write(buf, x)
+
+    return fn
+
+
+def _sign(x, buf):
+    """``(0 < x) - (x < 0)``: 0 for nan and both zeros; bool stays as it is."""
+    if buf.dtype == BOOL:
+        write(buf, x)
+        return
+    np.greater(x, 0, out=buf, casting="unsafe")
+    np.subtract(buf, np.less(x, 0), out=buf, casting="unsafe")
+
+
+# name, computation (a ufunc, or fn(x, buffer) for several steps), promotion rule, allowed kinds (b, i, f)
 _UNARY = [
-    ("aten::neg.out", _ufunc1(np.negative), SAME, "if", False),
-    ("aten::abs.out", _ufunc1(np.absolute), SAME, "if", False),
-    ("aten::sqrt.out", _ufunc1(np.sqrt), FLOAT, "bif", False),
-    ("aten::rsqrt.out", _rsqrt, FLOAT, "bif", True),
-    ("aten::exp.out", _ufunc1(np.exp), FLOAT, "bif", False),
-    ("aten::log.out", _ufunc1(np.log), FLOAT, "bif", False),
-    ("aten::sin.out", _ufunc1(np.sin), FLOAT, "bif", False),
-    ("aten::cos.out", _ufunc1(np.cos), FLOAT, "bif", False),
-    ("aten::tanh.out", _ufunc1(np.tanh), FLOAT, "bif", False),
-    ("aten::sigmoid.out", _sigmoid, FLOAT, "bif", True),
-    ("aten::erf.out", _erf, FLOAT, "bif", True),
+    ("neg", np.negative, SAME, "if"),
+    ("abs", np.absolute, SAME, "if"),
+    ("sign", _sign, SAME, "bif"),
+    ("ceil", _whole(np.ceil), SAME, "if"),
+    ("floor", _whole(np.floor), SAME, "if"),
+    ("round", _whole(np.rint), SAME, "if"),  # half to even, like std::nearbyint
+    ("trunc", _whole(np.trunc), SAME, "if"),
+    ("bitwise_not", np.invert, SAME, "bi"),
+    ("sqrt", np.sqrt, FLOAT, "bif"),
+    ("rsqrt", _rsqrt, FLOAT, "bif"),
+    ("reciprocal", np.reciprocal, FLOAT, "bif"),
+    ("exp", np.exp, FLOAT, "bif"),
+    ("exp2", np.exp2, FLOAT, "bif"),
+    ("expm1", np.expm1, FLOAT, "bif"),
+    ("log", np.log, FLOAT, "bif"),
+    ("log2", np.log2, FLOAT, "bif"),
+    ("log10", np.log10, FLOAT, "bif"),
+    ("log1p", np.log1p, FLOAT, "bif"),
+    ("sin", np.sin, FLOAT, "bif"),
+    ("cos", np.cos, FLOAT, "bif"),
+    ("tan", np.tan, FLOAT, "bif"),
+    ("asin", np.arcsin, FLOAT, "bif"),
+    ("acos", np.arccos, FLOAT, "bif"),
+    ("atan", np.arctan, FLOAT, "bif"),
+    ("sinh", np.sinh, FLOAT, "bif"),
+    ("cosh", np.cosh, FLOAT, "bif"),
+    ("tanh", np.tanh, FLOAT, "bif"),
+    ("asinh", np.arcsinh, FLOAT, "bif"),
+    ("acosh", np.arccosh, FLOAT, "bif"),
+    ("atanh", np.arctanh, FLOAT, "bif"),
+    ("sigmoid", _sigmoid, FLOAT, "bif"),
+    ("erf", _erf, FLOAT, "bif"),
+    ("erfinv", _erfinv, FLOAT, "bif"),
 ]
 
 
-def _unary_kernel(op: str, fn, rule: str, kinds: str, opmath: bool):
+def unary_kernel(op: str, fn, rule: str, kinds: str):
+    """The kernel of a one-input op: a ufunc, or ``fn(self, buffer)`` on an `opmath_buffer`."""
+
     def kernel(self, out):
         dtype = compute_dtype(rule, self)
         _check_kind(op, dtype, kinds)
-        _check_out(op, dtype, out)
-        buf = scratch(out, accumulate_dtype(dtype) if opmath else dtype)
+        if rule == SAME:
+            check_same_dtype(op, dtype, out)
+        else:
+            _check_out(op, dtype, out)
         with quiet():
-            fn(self, buf)
-        finish(out, buf)
+            if isinstance(fn, np.ufunc):
+                buf = work_buffer(out, dtype)
+                fn(self, out=buf, dtype=dtype, casting="unsafe")
+            else:
+                buf = opmath_buffer(out, dtype, self)
+                fn(self, buf)
+        store(out, buf, dtype)
 
     kernel.__name__ = op.split("::")[1].split(".")[0]
     return kernel
 
 
-for _op, _fn, _rule, _kinds, _opmath in _UNARY:
-    register_kernel(_op)(_unary_kernel(_op, _fn, _rule, _kinds, _opmath))
+for _name, _fn, _rule, _kinds in _UNARY:
+    register_kernel(f"aten::{_name}.out")(unary_kernel(f"aten::{_name}.out", _fn, _rule, _kinds))
+
+
+@register_kernel("aten::round.decimals_out")
+def round_decimals(self, decimals, out):
+    """``nearbyint(x * 10**d) / 10**d`` (``nearbyint(x / 10**-d) * 10**-d`` for d < 0) in opmath."""
+    op = "aten::round.decimals_out"
+    _check_kind(op, self.dtype, "f")
+    check_same_dtype(op, self.dtype, out)
+    buf = opmath_buffer(out, self.dtype, self)
+    with quiet():
+        scale = buf.dtype.type(np.float64(10.0) ** abs(decimals))  # inf past the dtype's range, as in C++
+        scale_in, scale_back = (np.multiply, np.divide) if decimals >= 0 else (np.divide, np.multiply)
+        scale_in(self, scale, out=buf, dtype=buf.dtype, casting="unsafe")
+        np.rint(buf, out=buf)
+        scale_back(buf, scale, out=buf)
+    store(out, buf, self.dtype)
 
 
 @register_kernel("aten::logical_not.out")
@@ -127,7 +234,7 @@ def logical_not(self, out):
 
 
 def _trunc_divide(a, b, out, dtype):
-    if category(dtype) == 2:
+    if is_floating(dtype):
         np.divide(a, b, out=out, dtype=dtype, casting="unsafe")
         np.trunc(out, out=out)
         return
@@ -137,27 +244,63 @@ def _trunc_divide(a, b, out, dtype):
     write(out, quotient)
 
 
+def _remainder(a, b, out, dtype):
+    """Python's modulo (the result takes the divisor's sign), as ATen computes it."""
+    if not is_floating(dtype):
+        np.remainder(a, b, out=out, dtype=dtype, casting="unsafe")
+        return
+    # ATen: fmod, then add the divisor to a nonzero result whose sign differs from the divisor's
+    # (NumPy's remainder differs: it returns +0.0 for -4 % 2 and other signs of zero)
+    np.fmod(a, b, out=out, dtype=dtype, casting="unsafe")
+    fix = (out != 0) & ((out < 0) != (b < 0))
+    np.add(out, b, out=out, where=fix, dtype=dtype, casting="unsafe")
+
+
 def _check_int_divisor(op: str, b, dtype) -> None:
-    if category(dtype) < 2:
+    if not is_floating(dtype):
         check(not np.any(np.asarray(b) == 0), op, "ZeroDivisionError (integer division by zero)")
 
 
-_ROUNDED_DIVIDE = {"trunc": _trunc_divide, "floor": _ufunc2(np.floor_divide)}
+def _division_kernel(op: str, fn, opmath: bool = False):
+    """floor_divide, fmod, remainder: integers refuse a zero divisor, floats give inf/nan."""
+    def kernel(self, other, out):
+        _check_int_divisor(op, other, result_type(self, other))
+        binary(op, fn, SAME, self, other, out, kinds="if", opmath=opmath)
+
+    kernel.__name__ = op.split("::")[1].split(".")[0]
+    return kernel
+
+
+# op names, computation, whether it takes several steps (see `binary`)
+_DIVISIONS = [
+    (("aten::floor_divide.out", "aten::floor_divide.Scalar_out"), _ufunc2(np.floor_divide), False),
+    (("aten::fmod.Tensor_out", "aten::fmod.Scalar_out"), _ufunc2(np.fmod), False),
+    (("aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::remainder.Scalar_Tensor_out"), _remainder, True),
+]
+for _ops, _fn, _opmath in _DIVISIONS:
+    register_kernel(*_ops)(_division_kernel(_ops[0], _fn, _opmath))
+
+_ROUNDED_DIVIDE = {mode: _division_kernel("aten::div.out_mode", fn)
+                   for mode, fn in [("trunc", _trunc_divide), ("floor", _ufunc2(np.floor_divide))]}
 
 
 @register_kernel("aten::div.out_mode", "aten::div.Scalar_mode_out")
 def div_mode(self, other, rounding_mode, out):
-    op = "aten::div.out_mode"
     if rounding_mode is None:
         return div(self, other, out)
-    check(rounding_mode in _ROUNDED_DIVIDE, op, f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
-    _check_int_divisor(op, other, result_type(self, other))
-    binary(op, _ROUNDED_DIVIDE[rounding_mode], SAME, self, other, out, kinds="if")
+    check(rounding_mode in _ROUNDED_DIVIDE, "aten::div.out_mode",
+          f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    _ROUNDED_DIVIDE[rounding_mode](self, other, out)
 
 
 @register_kernel("aten::div.out", "aten::div.Scalar_out")
 def div(self, other, out):
     binary("aten::div.out", _ufunc2(np.true_divide), FLOAT, self, other, out)
+
+
+@register_kernel("aten::atan2.out")
+def atan2(self, other, out):
+    binary("aten::atan2.out", _ufunc2(np.arctan2), FLOAT, self, other, out)
 
 
 def _is_bool(value) -> bool:
@@ -172,17 +315,18 @@ def _alpha_kernel(op: str, ufunc, kinds: str, reverse: bool = False):
         if reverse:
             a, b = b, a
         if alpha != 1:
-            b = np.multiply(b, as_scalar(alpha, dtype), dtype=dtype)
+            b = np.multiply(b, alpha, dtype=dtype, casting="unsafe")
         ufunc(a, b, out=out, dtype=dtype, casting="unsafe")
 
     def kernel(self, other, alpha, out):
         check(not (subtract and (_is_bool(self) or _is_bool(other))), op,
               "subtraction with a bool operand is not supported (use logical_not to invert a mask)")
         dtype = result_type(self, other)
-        if category(dtype) < 2:
+        if not is_floating(dtype):
             check(not isinstance(alpha, float), op,
                   "for integral input tensors, argument alpha must not be a floating point number")
-        binary(op, lambda a, b, o, dt: fn(a, b, o, dt, alpha), SAME, self, other, out, kinds)
+        alpha = as_scalar(alpha, dtype)  # ATen's alpha.to<scalar_t>()
+        binary(op, lambda a, b, o, dt: fn(a, b, o, dt, alpha), SAME, self, other, out, kinds, opmath=alpha != 1)
 
     kernel.__name__ = op.split("::")[1].split(".")[0]
     return kernel
@@ -206,7 +350,7 @@ def _integer_power(a, b, out, dtype):
 
 
 def _power(a, b, out, dtype):
-    if category(dtype) == 2:
+    if is_floating(dtype):
         np.power(a, b, out=out, dtype=dtype, casting="unsafe")
     else:
         _integer_power(a, b, out, dtype)
@@ -215,8 +359,13 @@ def _power(a, b, out, dtype):
 @register_kernel("aten::pow.Tensor_Tensor_out", "aten::pow.Tensor_Scalar_out", "aten::pow.Scalar_out")
 def power(self, exponent, out):
     op = "aten::pow"
-    if not isinstance(exponent, np.ndarray) and category(result_type(self, exponent)) < 2:
-        check(exponent >= 0, op, "integers to negative integer powers are not allowed")
+    if not isinstance(exponent, np.ndarray):
+        dtype = result_type(self, exponent)
+        check(is_floating(dtype) or exponent >= 0, op, "integers to negative integer powers are not allowed")
+        if exponent in (0, 1):  # ATen fills ones or copies, for every dtype (bool included)
+            _check_out(op, dtype, out)
+            write(out, np.ones((), dtype) if exponent == 0 else self.astype(dtype, copy=False))
+            return
     binary(op, _power, SAME, self, exponent, out, kinds="if")
 
 

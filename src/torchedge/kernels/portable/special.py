@@ -1,4 +1,4 @@
-"""The error function for NumPy arrays (NumPy has none, and the runtime has no SciPy).
+"""The error function and its inverse for NumPy arrays (NumPy has none, and the runtime has no SciPy).
 
 ``erf(x) = x * g(|x|)`` with ``g(a) = erf(a) / a``, which is smooth and keeps the
 relative accuracy of erf near zero. ``g`` is approximated piecewise on intervals of
@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.polynomial import chebyshev
 
-__all__ = ["erf"]
+__all__ = ["erf", "erfinv"]
 
 
 def _g(a: float) -> float:
@@ -79,4 +79,41 @@ def _plan(single: bool) -> _ErfPlan:
 def erf(x: np.ndarray, single: bool = False) -> np.ndarray:
     """erf of an array: in float32 with ``single=True`` (for float32 and 16-bit float
     results, to about 2 ulp), else in float64 (to a few ulp)."""
-    return _plan(single)(np.asarray(x))
+    x = np.asarray(x)
+    if x.ndim == 0:  # ufuncs turn 0-dim arrays into scalars, which can't be written in place
+        return _plan(single)(x.reshape(1)).reshape(())
+    return _plan(single)(x)
+
+
+# ATen's calc_erfinv: a rational first guess (central part, then tails), two Newton steps.
+# Polynomial coefficients, lowest power first.
+_CENTRAL = ([0.886226899, -1.645349621, 0.914624893, -0.140543331],
+            [1.0, -2.118377725, 1.442710462, -0.329097515, 0.012229801])
+_TAIL = ([-1.970840454, -1.624906493, 3.429567803, 1.641345311], [1.0, 3.543889200, 1.637067800])
+
+
+def _polynomial(coefficients, z: np.ndarray) -> np.ndarray:
+    result = np.full_like(z, coefficients[-1])
+    for c in reversed(coefficients[:-1]):
+        result *= z
+        result += c
+    return result
+
+
+def erfinv(y: np.ndarray, single: bool = False) -> np.ndarray:
+    """The inverse error function as ATen computes it (in float32 with ``single=True``, else
+    float64): nan outside [-1, 1], +-inf at +-1. Returns an array of at least one dim."""
+    dtype = np.float32 if single else np.float64
+    y = np.atleast_1d(np.asarray(y, dtype))
+    magnitude = np.abs(y)
+    with np.errstate(all="ignore"):
+        z = y * y
+        central = y * _polynomial(_CENTRAL[0], z) / _polynomial(_CENTRAL[1], z)
+        t = np.sqrt(-np.log((1 - magnitude) / 2))
+        tail = np.copysign(_polynomial(_TAIL[0], t), y) / _polynomial(_TAIL[1], t)
+        x = np.where(magnitude <= 0.7, central, tail).astype(dtype)
+        slope = dtype(2 / math.sqrt(math.pi))  # erf'(x) = slope * exp(-x^2)
+        for _ in range(2):
+            x -= (erf(x, single) - y) / (slope * np.exp(-x * x))
+        np.copyto(x, np.copysign(dtype(np.inf), y), where=magnitude == 1)
+    return x
