@@ -36,7 +36,7 @@ def best_of(algorithms: list[Algorithm]) -> Algorithm:
         plans = [algorithm(allocations, alignment) for algorithm in algorithms]
         return min(plans, key=lambda plan: plan.total)
 
-    best.__name__ = f"best_of({', '.join(a.__name__ for a in algorithms)})"
+    best.__name__ = f"best_of({', '.join(getattr(a, '__name__', repr(a)) for a in algorithms)})"
     return best
 
 

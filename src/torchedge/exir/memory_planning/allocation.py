@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Allocation", "MemoryPlan", "Algorithm", "align_up", "live_sets", "lower_bound"]
+__all__ = ["Allocation", "MemoryPlan", "Algorithm", "align_up", "live_sets", "lower_bound", "check_plan"]
 
 
 @dataclass(frozen=True)
@@ -56,3 +56,20 @@ def lower_bound(allocations: list[Allocation], alignment: int = 16) -> int:
     """The largest total (aligned) size of tensors live at the same instruction."""
     sizes = [align_up(a.size, alignment) for a in allocations]
     return max((sum(sizes[i] for i in live) for live in live_sets(allocations)), default=0)
+
+
+def check_plan(allocations: list[Allocation], plan: MemoryPlan, alignment: int = 16) -> str | None:
+    """What is wrong with ``plan`` (the first problem found), or None when it is valid."""
+    if len(plan.offsets) != len(allocations):
+        return f"{len(plan.offsets)} offsets for {len(allocations)} allocations"
+    for i, (a, offset) in enumerate(zip(allocations, plan.offsets)):
+        if offset < 0 or offset % alignment:
+            return f"allocation {i} is at offset {offset}, not a non-negative multiple of {alignment}"
+        if offset + align_up(a.size, alignment) > plan.total:
+            return f"allocation {i} ends at {offset + align_up(a.size, alignment)}, past the total {plan.total}"
+    for live in live_sets(allocations):
+        ranked = sorted((plan.offsets[i], i) for i in live if allocations[i].size)
+        for (low, i), (high, j) in zip(ranked, ranked[1:]):
+            if low + allocations[i].size > high:
+                return f"allocations {i} and {j} are live together and share bytes"
+    return None

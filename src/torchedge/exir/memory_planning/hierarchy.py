@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from torchedge.errors import MemoryPlanError
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
-from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, align_up
+from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, MemoryPlan, align_up, check_plan
 from torchedge.exir.memory_planning.greedy import best_fit
 
 __all__ = ["MemorySpec", "plan_hierarchy", "buffer_sizes"]
@@ -41,6 +41,15 @@ def _check(memories: list[MemorySpec]) -> None:
             raise MemoryPlanError(f"memory {m.mem_id} has a negative capacity {m.capacity}")
 
 
+def _run(algorithm: Algorithm, allocations: list[Allocation], alignment: int) -> MemoryPlan:
+    plan = algorithm(allocations, alignment)
+    problem = check_plan(allocations, plan, alignment)
+    if problem:
+        raise MemoryPlanError(f"memory-planning algorithm {getattr(algorithm, '__name__', algorithm)} "
+                              f"returned an invalid plan: {problem}")
+    return plan
+
+
 def _busy(allocations: list[Allocation], offsets: dict[int, int], i: int, alignment: int) -> list[tuple[int, int]]:
     return [(o, o + align_up(allocations[j].size, alignment)) for j, o in offsets.items()
             if allocations[j].overlaps(allocations[i])]
@@ -55,8 +64,8 @@ def _fill(allocations: list[Allocation], candidates: list[int], capacity: int, a
                           limit=capacity)
         if offset is not None:
             offsets[i] = offset
-    chosen = list(offsets)
-    replan = algorithm([allocations[i] for i in chosen], alignment)
+    chosen = sorted(offsets)
+    replan = _run(algorithm, [allocations[i] for i in chosen], alignment)
     used = max((o + align_up(allocations[i].size, alignment) for i, o in offsets.items()), default=0)
     return dict(zip(chosen, replan.offsets)) if replan.total < used else offsets
 
@@ -94,8 +103,9 @@ def plan_hierarchy(allocations: list[Allocation], memories: list[MemorySpec], al
     per_memory: dict[int, dict[int, int]] = {}
     for memory in memories:
         if memory.capacity is None:
-            plan = algorithm([allocations[i] for i in remaining], alignment)
-            per_memory[memory.mem_id] = dict(zip(remaining, plan.offsets))
+            chosen = sorted(remaining)
+            plan = _run(algorithm, [allocations[i] for i in chosen], alignment)
+            per_memory[memory.mem_id] = dict(zip(chosen, plan.offsets))
         else:
             per_memory[memory.mem_id] = _fill(allocations, remaining, memory.capacity, alignment, algorithm)
         remaining = [i for i in remaining if i not in per_memory[memory.mem_id]]
