@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
 
@@ -30,6 +30,9 @@ class ExecutorchBackendConfig:
     passes: user passes run on each method's edge graph before the out-variant pass.
     memory_planning_pass: places every planned tensor; swap it to change the algorithm.
     segment_alignment / constant_tensor_alignment: byte alignment in the `.pte`.
+    kernel_set: operator names (``"aten::add.out"``) the target runtime provides, for
+      example those of a C++ ExecuTorch build; ``None`` means torchedge's own runtime.
+      Compilation fails on an operator the target lacks (``check_kernels=False`` skips it).
     """
 
     passes: list[Callable] = field(default_factory=list)
@@ -37,3 +40,5 @@ class ExecutorchBackendConfig:
     extract_delegate_segments: bool = True
     segment_alignment: int = 128
     constant_tensor_alignment: int = 16
+    kernel_set: Iterable[str] | None = None
+    check_kernels: bool = True

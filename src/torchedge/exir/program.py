@@ -16,6 +16,7 @@ from torch.export import ExportedProgram
 
 from torchedge.errors import ExportError
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
+from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes.constant_folding import fold_constants
@@ -80,6 +81,7 @@ class EdgeProgramManager:
         config = config or ExecutorchBackendConfig()
         constants = ConstantTable()
         plans, graphs, summaries = [], {}, {}
+        available = kernel_set_predicate(config.kernel_set)
         for name in sorted(self._methods):
             ep = self._methods[name]
             sig = ep.graph_signature
@@ -87,6 +89,8 @@ class EdgeProgramManager:
                               | set(sig.inputs_to_lifted_tensor_constants))
             gm = copy.deepcopy(ep.graph_module)
             gm = run_passes(gm, [*config.passes, ShareViewsPass(constant_names), OutVariantPass()])
+            if config.check_kernels:
+                check_loadable(gm, name, available)
             assign_specs(gm, constant_names)
             planner = config.memory_planning_pass
             planner(gm)

@@ -1,0 +1,55 @@
+""""Will it load?": check a compiled method against the kernels its target runtime has.
+
+A program that would fail to load on the device (a missing operator) fails
+to compile instead, naming the operator, the dtypes it is called with and the
+user's source line.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable, Iterable
+
+import torch
+
+from torchedge.errors import ExportError
+from torchedge.exir.memory import alloc, view
+from torchedge.exir.op_schema import op_name
+from torchedge.exir.source import describe_node
+
+__all__ = ["kernel_set_predicate", "check_loadable"]
+
+
+def kernel_set_predicate(kernel_set: Iterable[str] | None) -> Callable[[str], bool]:
+    """``None``: torchedge's own runtime kernels; otherwise the given operator names."""
+    if kernel_set is None:
+        from torchedge.kernels.registry import has_kernel
+
+        return has_kernel
+    names = frozenset(kernel_set)
+    return names.__contains__
+
+
+def _dtypes(node: torch.fx.Node) -> str:
+    dtypes = []
+    for arg in node.all_input_nodes:
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            dtypes.append(str(val.dtype).removeprefix("torch."))
+    return ", ".join(dtypes) or "no tensor inputs"
+
+
+def check_loadable(graph_module: torch.fx.GraphModule, method: str, available: Callable[[str], bool]) -> None:
+    """Raise `ExportError` listing every operator of the method that the target cannot run."""
+    problems = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or node.target in (alloc, view, operator.getitem):
+            continue
+        if not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        name = op_name(node.target)
+        if not available(name):
+            problems.append(f"  operator '{name}' called with ({_dtypes(node)}) {describe_node(node)}")
+    if problems:
+        raise ExportError(f"method '{method}' would not load: the target kernel set lacks\n" + "\n".join(problems)
+                          + "\nregister a kernel for it, target another kernel set, or delegate it to a backend")
