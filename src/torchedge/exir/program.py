@@ -16,10 +16,12 @@ from torch.export import ExportedProgram
 
 from torchedge.errors import ExportError
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
+from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes.constant_folding import fold_constants
+from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
@@ -27,7 +29,7 @@ from torchedge.serialize import serialize_pte
 __all__ = ["to_edge", "EdgeProgramManager", "ExecutorchProgramManager", "MethodPlanSummary"]
 
 # ATen dialect -> Edge dialect, after core-ATen decomposition.
-EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass)
+EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass, ScalarToTensorPass)
 
 
 def _as_method_dict(programs) -> dict[str, ExportedProgram]:
@@ -41,8 +43,13 @@ def _as_method_dict(programs) -> dict[str, ExportedProgram]:
 
 def _to_edge_program(ep: ExportedProgram, config: EdgeCompileConfig) -> ExportedProgram:
     edge = ep.run_decompositions(torch.export.default_decompositions())
+    if config._check_ir_validity:
+        verify_aten(edge.graph_module)
     run_passes(edge.graph_module, [p() for p in EDGE_PASSES])
-    return fold_constants(edge) if config.fold_constants else edge
+    edge = fold_constants(edge) if config.fold_constants else edge
+    if config._check_ir_validity:
+        verify_edge(edge.graph_module)
+    return edge
 
 
 def to_edge(programs, constant_methods: dict | None = None,
@@ -68,11 +75,23 @@ class EdgeProgramManager:
         return self._methods[method_name]
 
     def transform(self, passes) -> "EdgeProgramManager":
-        """Run user passes on a copy of every method; returns a new manager."""
+        """Run user passes, in order, on a copy of every method; returns a new manager.
+
+        Passes edit the graph module in place (returning it or a `PassResult`).
+        Unless ``_check_ir_validity`` is off, the Edge verifier runs after each
+        pass, so a pass that breaks the IR is named in the error.
+        """
         methods = {}
         for name, ep in self._methods.items():
             ep = copy.deepcopy(ep)
-            run_passes(ep.graph_module, list(passes))
+            for p in passes:
+                run_passes(ep.graph_module, [p])
+                if self.compile_config._check_ir_validity:
+                    try:
+                        verify_edge(ep.graph_module)
+                    except IRVerificationError as e:
+                        pass_name = getattr(p, "__name__", type(p).__name__)
+                        raise IRVerificationError(f"method '{name}', after pass {pass_name}: {e}") from None
             methods[name] = ep
         return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
 

@@ -13,6 +13,15 @@ from torchedge.exir.passes.pass_base import PassBase, PassResult
 __all__ = ["ViewToCopyPass"]
 
 
+def _contiguous(val):
+    """The copy's result is a fresh dense tensor, whatever strides the view had."""
+    if isinstance(val, torch.Tensor):
+        return val.clone(memory_format=torch.contiguous_format)
+    if isinstance(val, (tuple, list)):
+        return type(val)(_contiguous(v) for v in val)
+    return val
+
+
 class ViewToCopyPass(PassBase):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         modified = False
@@ -21,5 +30,6 @@ class ViewToCopyPass(PassBase):
                 copy_op = view_copy_variant(node.target)
                 if copy_op is not None:
                     node.target = copy_op
+                    node.meta["val"] = _contiguous(node.meta.get("val"))
                     modified = True
         return PassResult(graph_module, modified)

@@ -1,0 +1,102 @@
+"""IR verifiers: errors surface at compile time on the host, never on a device.
+
+`verify_aten` checks the ATen dialect (every call is an ATen or registered
+custom operator); `verify_edge` adds the Edge dialect's rules: only Edge
+operators, no Python scalars where a tensor is required, dtypes that satisfy
+one of the operator's constraints, memory formats a dim order can describe.
+Every violation names the node, the operator, what was found and allowed,
+and the user's source line.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+import torch
+
+from torchedge.errors import ExportError
+from torchedge.exir.op_schema import op_name, out_variant
+from torchedge.exir.passes.out_variant import bind_arguments
+from torchedge.exir.source import describe_node
+
+__all__ = ["IRVerificationError", "verify_aten", "verify_edge"]
+
+
+class IRVerificationError(ExportError):
+    """A graph violates the rules of its dialect."""
+
+
+def _fail(node: torch.fx.Node, message: str) -> IRVerificationError:
+    target = op_name(node.target) if isinstance(node.target, torch._ops.OpOverload) else repr(node.target)
+    return IRVerificationError(f"{message}: operator '{target}' {describe_node(node)}")
+
+
+def _calls(graph_module: torch.fx.GraphModule):
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target is not operator.getitem:
+            yield node
+
+
+def verify_aten(graph_module: torch.fx.GraphModule) -> None:
+    for node in _calls(graph_module):
+        if not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+            raise _fail(node, "only ATen, registered custom and control-flow operators may be called")
+
+
+def _in_edge_set(op: torch._ops.OpOverload, has_kernel: Callable[[str], bool]) -> bool:
+    if op.namespace != "aten":
+        return True  # a registered custom operator
+    if torch.Tag.core in op.tags:
+        return True
+    try:
+        return has_kernel(op_name(out_variant(op)))
+    except ExportError:
+        return False
+
+
+def _dtype_problem(node: torch.fx.Node) -> str | None:
+    from torchedge.exir.dialects.constraints import check_node_dtypes
+
+    bound = bind_arguments(node.target, node.args, node.kwargs)
+    arg_dtypes = {name: value.meta["val"].dtype for name, value in bound.items()
+                  if isinstance(value, torch.fx.Node) and isinstance(value.meta.get("val"), torch.Tensor)}
+    val = node.meta.get("val")
+    outs = val if isinstance(val, (tuple, list)) else [val]
+    return check_node_dtypes(node.target, arg_dtypes, [o.dtype for o in outs if isinstance(o, torch.Tensor)])
+
+
+def _describable_by_dim_order(t: torch.Tensor) -> bool:
+    """Dense, non-overlapping strides: some permutation of the dims is row-major."""
+    expected = 1
+    for dim in sorted(range(t.dim()), key=t.stride):
+        if t.size(dim) != 1 and t.stride(dim) != expected:
+            return False
+        expected *= t.size(dim)
+    return True
+
+
+def verify_edge(graph_module: torch.fx.GraphModule, check_dtypes: bool = False) -> None:
+    from torchedge.kernels.registry import has_kernel
+
+    verify_aten(graph_module)
+    for node in _calls(graph_module):
+        op = node.target
+        if not isinstance(op, torch._ops.OpOverload):
+            raise _fail(node, "control flow is not supported in the Edge dialect yet")
+        if not _in_edge_set(op, has_kernel):
+            raise _fail(node, "not an Edge operator (neither core ATen nor backed by a kernel)")
+        bound = bind_arguments(op, node.args, node.kwargs)
+        for schema_arg in op._schema.arguments:
+            value = bound.get(schema_arg.name)
+            if str(schema_arg.type) == "Tensor" and isinstance(value, (bool, int, float)):
+                raise _fail(node, f"argument '{schema_arg.name}' is the Python scalar {value!r} where a Tensor "
+                                  "is required (run ScalarToTensorPass)")
+        val = node.meta.get("val")
+        for out in val if isinstance(val, (tuple, list)) else [val]:
+            if isinstance(out, torch.Tensor) and not _describable_by_dim_order(out):
+                raise _fail(node, f"output strides {out.stride()} are not dense in any dim order")
+        if check_dtypes:
+            problem = _dtype_problem(node)
+            if problem:
+                raise _fail(node, problem)

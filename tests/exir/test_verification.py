@@ -1,0 +1,87 @@
+"""Verifiers and user passes: valid passes run in order, a pass that breaks the IR is named."""
+
+import pytest
+import torch
+
+from tests.conftest import assert_matches, executorch_run, torch_outputs, torchedge_run
+from torchedge.exir import EdgeCompileConfig, to_edge
+from torchedge.exir.passes import PassBase, PassResult
+from torchedge.exir.verification import IRVerificationError
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.sigmoid(x) + torch.relu(x)
+
+
+def _edge(config=None):
+    return to_edge(torch.export.export(Model().eval(), (torch.randn(3, 4),)), compile_config=config)
+
+
+class ReluToTanh(PassBase):
+    """A user pass: swap every relu for tanh."""
+
+    def call(self, gm):
+        modified = False
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target == torch.ops.aten.relu.default:
+                node.target = torch.ops.aten.tanh.default
+                modified = True
+        return PassResult(gm, modified)
+
+
+def add_one(gm):
+    """A plain-callable pass that runs after ReluToTanh: x + 1 on the output."""
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    result = output.args[0][0]
+    with gm.graph.inserting_before(output):
+        one = gm.graph.call_function(torch.ops.aten.add.Scalar, (result, 1.0))
+    one.meta["val"] = result.meta["val"]
+    output.args = ((one,),)
+    return gm
+
+
+def test_user_passes_run_in_order_and_compile():
+    edge = _edge().transform([ReluToTanh(), add_one])
+    program = edge.to_executorch()
+    x = torch.randn(3, 4)
+    expected = [(torch.sigmoid(x) + torch.tanh(x) + 1).numpy()]
+    assert_matches(torchedge_run(program.buffer, [x]), expected)
+    assert_matches(executorch_run(program.buffer, [x]), expected)
+
+
+class BreaksTheIR(PassBase):
+    """Puts a Python scalar where aten.add.Tensor needs a tensor."""
+
+    def call(self, gm):
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and node.target == torch.ops.aten.add.Tensor:
+                node.args = (node.args[0], 2.0)
+        return PassResult(gm, True)
+
+
+def test_invalid_pass_is_caught_with_a_clear_message():
+    with pytest.raises(IRVerificationError) as info:
+        _edge().transform([BreaksTheIR()])
+    message = str(info.value)
+    assert "after pass BreaksTheIR" in message
+    assert "Python scalar 2.0" in message and "aten::add.Tensor" in message
+    assert "test_verification.py" in message  # the user's source line of the add
+
+
+def test_verification_can_be_disabled():
+    _edge(EdgeCompileConfig(_check_ir_validity=False)).transform([BreaksTheIR()])
+
+
+def test_python_scalars_become_tensors_in_edge():
+    class AddsEps(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.aten.add.Tensor(x, 1e-6)
+
+    x = torch.randn(5)
+    ep = to_edge(torch.export.export(AddsEps(), (x,))).exported_program()
+    for node in ep.graph.nodes:
+        if node.target == torch.ops.aten.add.Tensor:
+            assert all(isinstance(a, torch.fx.Node) for a in node.args)
+    program = to_edge(torch.export.export(AddsEps(), (x,))).to_executorch()
+    assert_matches(torchedge_run(program.buffer, [x]), torch_outputs(AddsEps(), (x,)))
