@@ -33,6 +33,7 @@ class ExecutorchBackendConfig:
     kernel_set: operator names (``"aten::add.out"``) the target runtime provides, for
       example those of a C++ ExecuTorch build; ``None`` means torchedge's own runtime.
       Compilation fails on an operator the target lacks (``check_kernels=False`` skips it).
+    emit_stacktrace: write each instruction's source stack trace into the `.pte`.
     """
 
     passes: list[Callable] = field(default_factory=list)
@@ -42,3 +43,4 @@ class ExecutorchBackendConfig:
     constant_tensor_alignment: int = 16
     kernel_set: Iterable[str] | None = None
     check_kernels: bool = True
+    emit_stacktrace: bool = False

@@ -21,6 +21,7 @@ from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes.constant_folding import fold_constants
+from torchedge.exir.passes.debug_handles import DebugHandlePass
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
 from torchedge.schema.program import Program
@@ -29,7 +30,7 @@ from torchedge.serialize import serialize_pte
 __all__ = ["to_edge", "EdgeProgramManager", "ExecutorchProgramManager", "MethodPlanSummary"]
 
 # ATen dialect -> Edge dialect, after core-ATen decomposition.
-EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass, ScalarToTensorPass)
+EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass, ScalarToTensorPass, DebugHandlePass)
 
 
 def _as_method_dict(programs) -> dict[str, ExportedProgram]:
@@ -99,7 +100,7 @@ class EdgeProgramManager:
         """Out variants, memory planning and emission; serialises to `.pte` bytes."""
         config = config or ExecutorchBackendConfig()
         constants = ConstantTable()
-        plans, graphs, summaries = [], {}, {}
+        plans, graphs, summaries, debug_handles = [], {}, {}, {}
         available = kernel_set_predicate(config.kernel_set)
         for name in sorted(self._methods):
             ep = self._methods[name]
@@ -114,7 +115,9 @@ class EdgeProgramManager:
             planner = config.memory_planning_pass
             planner(gm)
             sizes = gm.meta["non_const_buffer_sizes"]
-            plans.append(MethodEmitter(name, gm, ep, constants, sizes).emit())
+            emitter = MethodEmitter(name, gm, ep, constants, sizes, config.emit_stacktrace)
+            plans.append(emitter.emit())
+            debug_handles[name] = emitter.debug_handles
             graphs[name] = gm
             summaries[name] = MethodPlanSummary(sizes[1:], planner.lower_bound)
         plans.extend(emit_constant_method(n, v) for n, v in self._constant_methods.items())
@@ -124,7 +127,7 @@ class EdgeProgramManager:
         buffer = serialize_pte(program, segment_alignment=config.segment_alignment,
                                constant_tensor_alignment=config.constant_tensor_alignment,
                                extract_delegate_segments=config.extract_delegate_segments)
-        return ExecutorchProgramManager(buffer, program, graphs, summaries)
+        return ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles)
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,9 @@ class MethodPlanSummary:
 
 class ExecutorchProgramManager:
     def __init__(self, buffer: bytes, program: Program, graph_modules: dict[str, torch.fx.GraphModule],
-                 memory_plans: dict[str, MethodPlanSummary]):
+                 memory_plans: dict[str, MethodPlanSummary], debug_handles: dict[str, list]):
         self._buffer = buffer
+        self.debug_handle_map = debug_handles  # method -> debug handle of each instruction
         self._program = program
         self._graph_modules = graph_modules
         self.memory_plans = memory_plans

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
 
-__all__ = ["describe_node", "user_frame"]
+__all__ = ["describe_node", "user_frame", "frames"]
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>.+)')
 
 
 def user_frame(node: torch.fx.Node) -> str | None:
@@ -21,3 +25,15 @@ def describe_node(node: torch.fx.Node) -> str:
     frame = user_frame(node)
     where = f", from {frame}" if frame else ""
     return f"(node '{node.name}'{where})"
+
+
+def frames(node: torch.fx.Node) -> list[tuple[str, int, str, str]]:
+    """``(filename, lineno, function, source line)`` for each frame of the node's stack trace."""
+    lines = (node.meta.get("stack_trace") or "").splitlines()
+    result = []
+    for i, line in enumerate(lines):
+        match = _FRAME.match(line.strip())
+        if match:
+            context = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.match(lines[i + 1].strip()) else ""
+            result.append((match["file"], int(match["line"]), match["name"], context))
+    return result

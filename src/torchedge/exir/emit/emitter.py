@@ -18,7 +18,7 @@ from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import out_argument_names
 from torchedge.exir.passes.out_variant import bind_arguments
-from torchedge.exir.source import describe_node
+from torchedge.exir.source import describe_node, frames
 from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
 from torchedge.schema.program import (
     AllocationDetails,
@@ -30,6 +30,8 @@ from torchedge.schema.program import (
     DoubleList,
     EValue,
     ExecutionPlan,
+    Frame,
+    FrameList,
     Instruction,
     Int,
     IntList,
@@ -60,7 +62,7 @@ class MethodEmitter(torch.fx.Interpreter):
     """Build the `ExecutionPlan` of one method from its out-variant, planned graph."""
 
     def __init__(self, name: str, graph_module: torch.fx.GraphModule, exported_program,
-                 constants: ConstantTable, non_const_buffer_sizes: list[int]):
+                 constants: ConstantTable, non_const_buffer_sizes: list[int], emit_stacktrace: bool = False):
         super().__init__(graph_module, garbage_collect_values=False)
         self.name = name
         self.exported_program = exported_program
@@ -73,6 +75,9 @@ class MethodEmitter(torch.fx.Interpreter):
         self.outputs: list[int] = []
         self._spec_values: dict[int, int] = {}
         self.node: torch.fx.Node | None = None
+        self.emit_stacktrace = emit_stacktrace
+        self.debug_handles: list[int | None] = []  # per instruction: the Edge node's debug handle
+        self._stacktraces: list[FrameList] = []
 
     # -- driving ---------------------------------------------------------------
 
@@ -89,7 +94,8 @@ class MethodEmitter(torch.fx.Interpreter):
             values=self.values,
             inputs=self.inputs,
             outputs=self.outputs,
-            chains=[Chain(inputs=[], outputs=[], instructions=self.instructions)],
+            chains=[Chain(inputs=[], outputs=[], instructions=self.instructions,
+                          stacktrace=self._stacktraces if self.emit_stacktrace else None)],
             operators=[Operator(name=n, overload=o) for (n, o) in self.operators],
             delegates=[],
             non_const_buffer_sizes=list(self.non_const_buffer_sizes),
@@ -161,7 +167,7 @@ class MethodEmitter(torch.fx.Interpreter):
         elif len(outs) > 1 and schema.returns:
             arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
         op_index = self.operators.setdefault((schema.name, schema.overload_name), len(self.operators))
-        self.instructions.append(Instruction(instr_args=KernelCall(op_index=op_index, args=arg_indices)))
+        self._append(KernelCall(op_index=op_index, args=arg_indices))
         if not outs:
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
         return outs[0] if len(outs) == 1 else list(outs)
@@ -172,9 +178,16 @@ class MethodEmitter(torch.fx.Interpreter):
         if spec.mem_id is None:
             size = self._list(list(shape), None)
             op_index = self.operators.setdefault(("executorch_prim::et_view", "default"), len(self.operators))
-            self.instructions.append(Instruction(instr_args=KernelCall(op_index=op_index,
-                                                                       args=[base.index, size, out])))
+            self._append(KernelCall(op_index=op_index, args=[base.index, size, out]))
         return Value(out)
+
+    def _append(self, call) -> None:
+        """Add an instruction for the current node, with its debug handle and stack trace."""
+        self.instructions.append(Instruction(instr_args=call))
+        self.debug_handles.append(self.node.meta.get("debug_handle"))
+        if self.emit_stacktrace:
+            self._stacktraces.append(FrameList(items=[
+                Frame(filename=f, lineno=line, name=name, context=context) for f, line, name, context in frames(self.node)]))
 
     def _argument(self, value, arg_type) -> int:
         """Value index for one argument of declared type ``arg_type``."""

@@ -15,6 +15,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind, InputSpec, TensorArgument
 
+from torchedge.exir.passes.debug_handles import inherit_debug_info
+
 __all__ = ["fold_constants"]
 
 # A folded result may be larger than the constants it came from (an expand, a
@@ -90,7 +92,8 @@ def fold_constants(ep: ExportedProgram) -> ExportedProgram:
         with graph.inserting_before(anchor):
             placeholder = graph.placeholder(name)
         tensor = known[node].contiguous()
-        placeholder.meta = {"val": tensor, "stack_trace": node.meta.get("stack_trace")}
+        placeholder.meta = {"val": tensor}
+        inherit_debug_info(placeholder, node)
         node.replace_all_uses_with(placeholder)
         constants[name] = tensor
         new_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), target=name))

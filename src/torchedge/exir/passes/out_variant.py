@@ -14,6 +14,7 @@ import torch
 from torchedge.errors import ExportError
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import is_out_variant, op_name, out_argument_names, out_variant
+from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
 
@@ -61,7 +62,7 @@ class OutVariantPass(PassBase):
             for name, val in zip(out_names, outputs):
                 buffer = graph.call_function(alloc, (tuple(int(s) for s in val.shape), val.dtype))
                 buffer.meta["val"] = val
-                buffer.meta["stack_trace"] = node.meta.get("stack_trace")
+                inherit_debug_info(buffer, node)
                 bound[name] = buffer
         args, kwargs = [], {}
         positional = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 
 __all__ = ["ScalarToTensorPass"]
@@ -36,7 +37,7 @@ class ScalarToTensorPass(PassBase):
                     scalar = graph.call_function(torch.ops.aten.scalar_tensor.default, (value,),
                                                  {"dtype": _DTYPES[type(value)]})
                 scalar.meta["val"] = torch.tensor(value, dtype=_DTYPES[type(value)])
-                scalar.meta["stack_trace"] = node.meta.get("stack_trace")
+                inherit_debug_info(scalar, node)
                 if in_args:
                     args[position] = scalar
                 else:
