@@ -15,10 +15,12 @@ import torch
 from torch.export import ExportedProgram
 
 from torchedge.errors import ExportError
+from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
 from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
+from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes.constant_folding import fold_constants
 from torchedge.exir.passes.debug_handles import DebugHandlePass
@@ -27,7 +29,8 @@ from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsP
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
 
-__all__ = ["to_edge", "EdgeProgramManager", "ExecutorchProgramManager", "MethodPlanSummary"]
+__all__ = ["to_edge", "to_edge_transform_and_lower", "EdgeProgramManager", "ExecutorchProgramManager",
+           "MethodPlanSummary"]
 
 # ATen dialect -> Edge dialect, after core-ATen decomposition.
 EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass, ScalarToTensorPass, DebugHandlePass)
@@ -59,6 +62,18 @@ def to_edge(programs, constant_methods: dict | None = None,
     config = compile_config or EdgeCompileConfig()
     methods = {name: _to_edge_program(ep, config) for name, ep in _as_method_dict(programs).items()}
     return EdgeProgramManager(methods, constant_methods or {}, config)
+
+
+def to_edge_transform_and_lower(programs, transform_passes=None, partitioner=None,
+                                constant_methods: dict | None = None,
+                                compile_config: EdgeCompileConfig | None = None) -> "EdgeProgramManager":
+    """`to_edge`, then the user's passes, then delegation to each partitioner in order."""
+    edge = to_edge(programs, constant_methods, compile_config)
+    if transform_passes:
+        edge = edge.transform(transform_passes)
+    if partitioner:
+        edge = edge.to_backend(partitioner)
+    return edge
 
 
 class EdgeProgramManager:
@@ -96,10 +111,20 @@ class EdgeProgramManager:
             methods[name] = ep
         return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
 
+    def to_backend(self, partitioner) -> "EdgeProgramManager":
+        """Delegate what ``partitioner`` tags in every method; returns a new manager."""
+        partitioners = partitioner if isinstance(partitioner, (list, tuple)) else [partitioner]
+        methods = {}
+        for name, ep in self._methods.items():
+            for p in partitioners:
+                ep = to_backend(ep, p)
+            methods[name] = ep
+        return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
+
     def to_executorch(self, config: ExecutorchBackendConfig | None = None) -> "ExecutorchProgramManager":
         """Out variants, memory planning and emission; serialises to `.pte` bytes."""
         config = config or ExecutorchBackendConfig()
-        constants = ConstantTable()
+        constants, delegate_data = ConstantTable(), DelegateTable()
         plans, graphs, summaries, debug_handles = [], {}, {}, {}
         available = kernel_set_predicate(config.kernel_set)
         for name in sorted(self._methods):
@@ -115,7 +140,7 @@ class EdgeProgramManager:
             planner = config.memory_planning_pass
             planner(gm)
             sizes = gm.meta["non_const_buffer_sizes"]
-            emitter = MethodEmitter(name, gm, ep, constants, sizes, config.emit_stacktrace)
+            emitter = MethodEmitter(name, gm, ep, constants, sizes, config.emit_stacktrace, delegate_data)
             plans.append(emitter.emit())
             debug_handles[name] = emitter.debug_handles
             graphs[name] = gm
@@ -123,7 +148,7 @@ class EdgeProgramManager:
         plans.extend(emit_constant_method(n, v) for n, v in self._constant_methods.items())
         plans.sort(key=lambda p: p.name)
         program = Program(version=0, execution_plan=plans, constant_buffer=constants.buffers(),
-                          backend_delegate_data=[], segments=[])
+                          backend_delegate_data=delegate_data.inline_data(), segments=[])
         buffer = serialize_pte(program, segment_alignment=config.segment_alignment,
                                constant_tensor_alignment=config.constant_tensor_alignment,
                                extract_delegate_segments=config.extract_delegate_segments)

@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.op_schema import op_name, out_variant
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node
@@ -33,8 +34,9 @@ def _fail(node: torch.fx.Node, message: str) -> IRVerificationError:
 
 
 def _calls(graph_module: torch.fx.GraphModule):
+    """Operator calls (delegate calls are opaque to the Edge rules)."""
     for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target is not operator.getitem:
+        if node.op == "call_function" and node.target not in (operator.getitem, executorch_call_delegate):
             yield node
 
 

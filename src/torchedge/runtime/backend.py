@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from torchedge.errors import BackendMissingError
@@ -30,6 +31,8 @@ class BackendInterface:
 
 
 _BACKENDS: dict[str, BackendInterface] = {}
+# Backends shipped with torchedge register themselves when their runtime module is imported.
+_BUILTIN = {"OnnxRuntimeBackend": "torchedge.backends.onnxruntime.runtime"}
 
 
 def register_backend(name: str, backend: BackendInterface) -> None:
@@ -37,6 +40,11 @@ def register_backend(name: str, backend: BackendInterface) -> None:
 
 
 def get_backend(name: str) -> BackendInterface:
+    if name not in _BACKENDS and name in _BUILTIN:
+        try:
+            importlib.import_module(_BUILTIN[name])
+        except ImportError as e:
+            raise BackendMissingError(f"backend '{name}' needs a package that is not installed: {e}") from None
     backend = _BACKENDS.get(name)
     if backend is None:
         known = ", ".join(sorted(_BACKENDS)) or "none"

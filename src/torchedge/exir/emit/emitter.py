@@ -14,14 +14,21 @@ from torch.utils._pytree import treespec_dumps
 
 from torchedge.errors import ExportError
 from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
+from torchedge.exir.backend.lowered_module import LoweredBackendModule, executorch_call_delegate
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
+from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import out_argument_names
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node, frames
 from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
+from torchedge.schema.program import CompileSpec as SchemaCompileSpec
 from torchedge.schema.program import (
     AllocationDetails,
+    BackendDelegate,
+    BackendDelegateDataReference,
+    DataLocation,
+    DelegateCall,
     Bool,
     BoolList,
     Chain,
@@ -62,7 +69,8 @@ class MethodEmitter(torch.fx.Interpreter):
     """Build the `ExecutionPlan` of one method from its out-variant, planned graph."""
 
     def __init__(self, name: str, graph_module: torch.fx.GraphModule, exported_program,
-                 constants: ConstantTable, non_const_buffer_sizes: list[int], emit_stacktrace: bool = False):
+                 constants: ConstantTable, non_const_buffer_sizes: list[int], emit_stacktrace: bool = False,
+                 delegate_data: DelegateTable | None = None):
         super().__init__(graph_module, garbage_collect_values=False)
         self.name = name
         self.exported_program = exported_program
@@ -76,6 +84,8 @@ class MethodEmitter(torch.fx.Interpreter):
         self._spec_values: dict[int, int] = {}
         self.node: torch.fx.Node | None = None
         self.emit_stacktrace = emit_stacktrace
+        self.delegate_data = delegate_data if delegate_data is not None else DelegateTable()
+        self.delegates: list[BackendDelegate] = []
         self.debug_handles: list[int | None] = []  # per instruction: the Edge node's debug handle
         self._stacktraces: list[FrameList] = []
 
@@ -97,7 +107,7 @@ class MethodEmitter(torch.fx.Interpreter):
             chains=[Chain(inputs=[], outputs=[], instructions=self.instructions,
                           stacktrace=self._stacktraces if self.emit_stacktrace else None)],
             operators=[Operator(name=n, overload=o) for (n, o) in self.operators],
-            delegates=[],
+            delegates=self.delegates,
             non_const_buffer_sizes=list(self.non_const_buffer_sizes),
         )
 
@@ -133,6 +143,8 @@ class MethodEmitter(torch.fx.Interpreter):
             return self._emit_view(args[0], args[1], self.node.meta["spec"])
         if target is operator.getitem:
             return args[0][args[1]]
+        if target is executorch_call_delegate:
+            return self._emit_delegate_call(args[0], args[1:], kwargs["out"])
         if not isinstance(target, torch._ops.OpOverload):
             raise ExportError(f"cannot emit call to {target!r}")
         return self._emit_kernel_call(target, args, kwargs)
@@ -144,7 +156,21 @@ class MethodEmitter(torch.fx.Interpreter):
         return None
 
     def get_attr(self, target, args, kwargs):
+        module = getattr(self.module, target, None)
+        if isinstance(module, LoweredBackendModule):
+            return module
         raise ExportError(f"get_attr '{target}' is not supported: lift it to a constant with torch.export")
+
+    def _emit_delegate_call(self, lowered: LoweredBackendModule, inputs, outs) -> list[Value]:
+        """A DelegateCall over the inputs then the planned outputs; the blob goes to the program table."""
+        data_index = self.delegate_data.add(lowered.processed_bytes)
+        self.delegates.append(BackendDelegate(
+            id=lowered.backend_id,
+            processed=BackendDelegateDataReference(location=DataLocation.INLINE, index=data_index),
+            compile_specs=[SchemaCompileSpec(key=c.key, value=bytes(c.value)) for c in lowered.compile_specs]))
+        self._append(DelegateCall(delegate_index=len(self.delegates) - 1,
+                                  args=[v.index for v in inputs] + [o.index for o in outs]))
+        return list(outs)
 
     # -- kernel calls ----------------------------------------------------------
 

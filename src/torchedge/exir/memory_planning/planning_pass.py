@@ -11,6 +11,7 @@ import operator
 
 import torch
 
+from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
 from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, lower_bound
@@ -42,6 +43,8 @@ def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -
             parent_spec = node.args[0].meta.get("spec")
             if isinstance(parent_spec, (tuple, list)):
                 node.meta["spec"] = parent_spec[node.args[1]]
+        elif node.op == "call_function" and node.target is executorch_call_delegate:
+            node.meta["spec"] = tuple(buffer.meta["spec"] for buffer in node.kwargs["out"])
         elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
             outs = [node.kwargs[a.name].meta["spec"] for a in node.target._schema.arguments
                     if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]

@@ -9,6 +9,7 @@ for it (a transposed LM head alone is megabytes of activation memory).
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 
 import torch
@@ -17,7 +18,7 @@ from torch.export.graph_signature import ConstantArgument, InputKind, InputSpec,
 
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 
-__all__ = ["fold_constants"]
+__all__ = ["fold_constants", "drop_unused_constants"]
 
 # A folded result may be larger than the constants it came from (an expand, a
 # mask built from nothing) only up to this size, so that folding never bloats
@@ -101,8 +102,21 @@ def fold_constants(ep: ExportedProgram) -> ExportedProgram:
     return _rebuilt(ep, gm, new_specs, constants)
 
 
+def drop_unused_constants(ep: ExportedProgram, gm: torch.fx.GraphModule, verifiers=None) -> ExportedProgram:
+    """``ep`` rebuilt around ``gm`` without the constant inputs ``gm`` no longer uses."""
+    return _rebuilt(ep, gm, [], dict(ep.constants), verifiers)
+
+
+def _output_specs(ep: ExportedProgram, gm: torch.fx.GraphModule) -> list:
+    """Output specs renamed after the nodes the output now returns (passes may replace them)."""
+    returned = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    return [dataclasses.replace(spec, arg=TensorArgument(node.name))
+            if isinstance(spec.arg, TensorArgument) and isinstance(node, torch.fx.Node) else spec
+            for spec, node in zip(ep.graph_signature.output_specs, returned)]
+
+
 def _rebuilt(ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[InputSpec],
-             constants: dict) -> ExportedProgram:
+             constants: dict, verifiers=None) -> ExportedProgram:
     """The program with the new constants inserted before the user inputs and unused inputs dropped."""
     live = {n.name for n in gm.graph.nodes if n.op == "placeholder" and n.users}
     old = [s for s in ep.graph_signature.input_specs
@@ -114,8 +128,7 @@ def _rebuilt(ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[Inpu
     input_specs = old[:users_start] + new_specs + old[users_start:]
     kept_targets = {s.target for s in input_specs if s.target is not None}
     gm.recompile()
-    signature = torch.export.graph_signature.ExportGraphSignature(input_specs,
-                                                                  list(ep.graph_signature.output_specs))
+    signature = torch.export.graph_signature.ExportGraphSignature(input_specs, _output_specs(ep, gm))
     return ExportedProgram(
         root=gm,
         graph=gm.graph,
@@ -125,5 +138,5 @@ def _rebuilt(ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[Inpu
         module_call_graph=ep.module_call_graph,
         example_inputs=ep.example_inputs,
         constants={k: v for k, v in constants.items() if k in kept_targets},
-        verifiers=list(ep.verifiers),
+        verifiers=list(ep.verifiers) if verifiers is None else verifiers,
     )

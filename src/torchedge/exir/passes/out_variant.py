@@ -12,6 +12,7 @@ import operator
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import is_out_variant, op_name, out_argument_names, out_variant
 from torchedge.exir.passes.debug_handles import inherit_debug_info
@@ -41,6 +42,10 @@ class OutVariantPass(PassBase):
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target in (operator.getitem, view):
                 continue
+            if node.target is executorch_call_delegate:
+                self._add_delegate_outputs(graph, node)
+                modified = True
+                continue
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise ExportError(f"cannot emit call to {node.target!r} {describe_node(node)}")
             if is_out_variant(node.target):
@@ -54,16 +59,23 @@ class OutVariantPass(PassBase):
         return PassResult(graph_module, modified)
 
     @staticmethod
-    def _rewrite(graph: torch.fx.Graph, node: torch.fx.Node, out_op) -> None:
-        bound = bind_arguments(node.target, node.args, node.kwargs)
-        out_names = out_argument_names(out_op)
-        outputs = _outputs_of(node)
+    def _buffers(graph: torch.fx.Graph, node: torch.fx.Node) -> list[torch.fx.Node]:
+        """One `alloc` node per output of ``node``, inserted before it."""
+        buffers = []
         with graph.inserting_before(node):
-            for name, val in zip(out_names, outputs):
+            for val in _outputs_of(node):
                 buffer = graph.call_function(alloc, (tuple(int(s) for s in val.shape), val.dtype))
                 buffer.meta["val"] = val
                 inherit_debug_info(buffer, node)
-                bound[name] = buffer
+                buffers.append(buffer)
+        return buffers
+
+    def _add_delegate_outputs(self, graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+        node.kwargs = {"out": tuple(self._buffers(graph, node))}
+
+    def _rewrite(self, graph: torch.fx.Graph, node: torch.fx.Node, out_op) -> None:
+        bound = bind_arguments(node.target, node.args, node.kwargs)
+        bound.update(zip(out_argument_names(out_op), self._buffers(graph, node)))
         args, kwargs = [], {}
         positional = True
         for schema_arg in out_op._schema.arguments:
