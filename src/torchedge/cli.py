@@ -1,7 +1,7 @@
-"""The `torchedge` command line: export, run, inspect, check.
+"""The `torchedge` command line: export, run, inspect, check, kernels.
 
-`run` and `inspect` use only the NumPy runtime; `export` and `check` import
-the AOT compiler (torch) when they are called.
+`run` and `inspect` use only the NumPy runtime; `export`, `check` and
+`kernels --coverage` import torch when they are called.
 """
 
 from __future__ import annotations
@@ -132,6 +132,22 @@ def cmd_check(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_kernels(args) -> int:
+    """List the registered kernels, or the core-ATen coverage of the portable library."""
+    if not (args.coverage or args.dtypes):
+        from torchedge.kernels.registry import registered_operators
+
+        names = registered_operators()
+        print("\n".join(names) + f"\n{len(names)} kernels registered")
+        return 0
+    from torchedge.devtools.kernel_coverage import coverage, format_coverage
+
+    if args.dtypes:
+        _stage("checking every kernel against PyTorch eager on OpInfo samples (under a minute)")
+    print(format_coverage(coverage(check_dtypes=args.dtypes), check_dtypes=args.dtypes))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="torchedge", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -161,6 +177,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--tolerance", type=float, default=1e-4)
     p.set_defaults(fn=cmd_check)
+
+    p = sub.add_parser("kernels", help="registered kernels; core-ATen coverage of the portable library")
+    p.add_argument("--coverage", action="store_true", help="every core ATen operator: covered or missing")
+    p.add_argument("--dtypes", action="store_true",
+                   help="with --coverage: the dtypes whose kernel matches eager on OpInfo samples (slower)")
+    p.set_defaults(fn=cmd_kernels)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Developer tools (AOT side, may import torch): differential kernel checks and coverage reports."""
