@@ -37,6 +37,8 @@ def wrap_dims(dims, ndim: int, op: str) -> tuple:
 
 def write(out: np.ndarray, value) -> None:
     """Copy ``value`` (broadcast, cast like a C++ static_cast) into ``out`` in place."""
+    if type(value) is int and out.dtype.kind in "iu" and -(1 << 63) <= value < (1 << 63):
+        value = np.int64(value).astype(out.dtype)  # wrap out-of-range ints like C++, not OverflowError
     np.copyto(out, value, casting="unsafe")
 
 

@@ -113,6 +113,8 @@ def cumsum(self, dim, dtype, out):
         write(out, self)
         return
     acc = accumulate_dtype(_sum_dtype(self, dtype))
+    if np.dtype(acc).kind == "f":
+        acc = np.float64  # ATen's CPU cumsum accumulates floating types in double
     buf = scratch(out, acc)
     with quiet():
         np.cumsum(self, axis=axis, dtype=acc, out=buf)
