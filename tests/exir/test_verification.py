@@ -85,3 +85,21 @@ def test_python_scalars_become_tensors_in_edge():
             assert all(isinstance(a, torch.fx.Node) for a in node.args)
     program = to_edge(torch.export.export(AddsEps(), (x,))).to_executorch()
     assert_matches(torchedge_run(program.buffer, [x]), torch_outputs(AddsEps(), (x,)))
+
+
+class MakesSigmoidReturnInt(PassBase):
+    """Claims sigmoid returns int32: no dtype constraint of sigmoid allows that."""
+
+    def call(self, gm):
+        for node in gm.graph.nodes:
+            if node.target == torch.ops.aten.sigmoid.default:
+                node.meta["val"] = node.meta["val"].to(torch.int32)
+        return PassResult(gm, True)
+
+
+def test_dtype_constraint_violation_names_dtypes_found_and_allowed():
+    with pytest.raises(IRVerificationError) as info:
+        _edge().transform([MakesSigmoidReturnInt()])
+    message = str(info.value)
+    assert "aten::sigmoid" in message and "Int" in message and "Float" in message
+    assert "test_verification.py" in message

@@ -78,7 +78,7 @@ def _describable_by_dim_order(t: torch.Tensor) -> bool:
     return True
 
 
-def verify_edge(graph_module: torch.fx.GraphModule, check_dtypes: bool = False) -> None:
+def verify_edge(graph_module: torch.fx.GraphModule, check_dtypes: bool = True) -> None:
     from torchedge.kernels.registry import has_kernel
 
     verify_aten(graph_module)
