@@ -7,16 +7,23 @@ Importing this package registers every kernel (and the primitive operators) with
 from torchedge.kernels import prim_ops  # noqa: F401
 from torchedge.kernels.portable import (  # noqa: F401
     activation,
+    backward,
     comparison,
     convolution,
     creation,
     elementwise,
+    fft,
     indexing,
     linear_algebra,
     normalization,
+    padding,
     pooling,
+    random,
     reduction,
+    sampling,
+    scatter,
     shape,
     slicing,
     sorting,
+    upsample,
 )

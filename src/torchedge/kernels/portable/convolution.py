@@ -1,98 +1,226 @@
-"""aten::convolution.out for 1-d and 2-d inputs: im2col and one batched GEMM.
+"""Convolution (1-3 spatial dims, grouped, transposed) and its im2col/col2im building blocks.
 
-The kernel taps of the padded input are gathered once into a (N, G, C/G*KH*KW, OH*OW)
-column matrix (im2col) and multiplied by the (G, O/G, C/G*KH*KW) weights in a single
-``np.matmul`` (BLAS per batch element and group). Depthwise convolutions (one input
-channel per group) instead accumulate ``weight[:, i, j] * tap[i][j]`` over the KH*KW
-kernel taps, vectorised over batch, channels and pixels.
+A convolution gathers the kernel taps of the padded input into a (N, G, C/G*K, P) column
+matrix (im2col, K taps, P output positions) and multiplies it by the (G, O/G, C/G*K)
+weights in one ``np.matmul`` (BLAS per batch element and group). The columns are copied
+as whole rows of `Taps` runs when the gaps between output rows are small (one extraction
+pass follows the GEMM), else output position by position, straight into ``out``. A
+pointwise (1x1, unit stride, no padding) convolution multiplies the input itself.
+Depthwise convolutions (one input channel per group) copy the K taps of a block of rows
+into a cache-sized column array and reduce it with one batched matrix-vector product per
+block. A transposed convolution is the adjoint: one GEMM with the transposed weights,
+then col2im (`scatter_taps`). Biases ride along as an extra all-ones column where the
+column matrix is built here anyway.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from torchedge.kernels.dtypes import accumulate_dtype, result_type
-from torchedge.kernels.portable.common import check, finish, pair, quiet
-from torchedge.kernels.portable.linear_algebra import matmul_into
-from torchedge.kernels.portable.windows import output_size, taps2d
+from torchedge.kernels.dtypes import accumulate_dtype, category, result_type
+from torchedge.kernels.portable import windows
+from torchedge.kernels.portable.common import check, pair, quiet, write
+from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, scatter_taps, workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["convolution"]
+__all__ = ["convolution", "conv_forward", "conv_transposed", "compute_dtype", "im2col", "col2im"]
 
 _OP = "aten::convolution.out"
 
 
+def compute_dtype(*tensors) -> np.dtype:
+    """What ATen accumulates a convolution in: float32 for 16-bit floats, int64 for integers
+    (integer results wrap exactly as ATen's do), else the operands' dtype."""
+    dtype = result_type(*tensors)
+    return np.dtype(np.int64) if category(dtype) <= 1 else accumulate_dtype(dtype)
+
+
 @register_kernel(_OP)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out):
-    check(not transposed, _OP, "transposed convolution is not supported yet by the portable kernels")
     spatial = weight.ndim - 2
-    check(spatial in (1, 2), _OP, f"only 1-d and 2-d convolutions are supported, got a {weight.ndim}-D weight")
+    check(1 <= spatial <= 3, _OP, f"expected a 3-D to 5-D weight, got shape {list(weight.shape)}")
     check(input.ndim in (spatial + 1, spatial + 2), _OP,
           f"expected a {spatial + 2}-D (batched) or {spatial + 1}-D input, got shape {list(input.shape)}")
     if input.ndim == spatial + 1:  # unbatched
         input, out = input[None], out[None]
-    params = [pair(v, spatial, name, _OP) for v, name in
-              ((stride, "stride"), (padding, "padding"), (dilation, "dilation"))]
-    if spatial == 1:  # a 1-d convolution is a 2-d one with a height-1 kernel
-        input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-        params = [(first,) + p for first, p in zip((1, 0, 1), params)]
-    _conv2d(input, weight, bias, *params, groups, out)
+    stride, padding, dilation = (pair(v, spatial, name, _OP) for v, name in
+                                 ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+    check(all(s > 0 for s in stride) and all(d > 0 for d in dilation) and min(padding) >= 0, _OP,
+          f"stride {list(stride)} and dilation {list(dilation)} must be positive, padding {list(padding)} "
+          f"non-negative")
+    check(groups >= 1, _OP, f"groups must be positive, got {groups}")
+    if transposed:
+        dtype = result_type(input, weight)
+        check(category(dtype) >= 2 or dtype == np.int64, _OP,
+              f"transposed convolution is not implemented for {dtype} (as in ATen)")
+        conv_transposed(input, weight, bias, stride, padding, dilation,
+                        pair(output_padding, spatial, "output_padding", _OP), groups, out)
+    else:
+        conv_forward(input, weight, bias, stride, padding, dilation, groups, out)
 
 
-def _conv2d(x, weight, bias, stride, padding, dilation, groups, out):
-    n, c, h, w = x.shape
-    o, cg, kh, kw = weight.shape
-    check(groups >= 1 and c == cg * groups and o % groups == 0, _OP,
+def conv_forward(x, weight, bias, stride, padding, dilation, groups, out) -> None:
+    """Batched convolution of ``x`` (N, C, *S) with ``weight`` (O, C/G, *k) into ``out``."""
+    n, c, o, cg = x.shape[0], x.shape[1], weight.shape[0], weight.shape[1]
+    kernel = weight.shape[2:]
+    check(c == cg * groups and o % groups == 0, _OP,
           f"input channels ({c}) and weight shape {list(weight.shape)} do not match groups={groups}")
-    oh, ow = (output_size(size, k, s, p, d) for size, k, s, p, d in
-              zip((h, w), (kh, kw), stride, padding, dilation))
-    check(out.shape[-2:] == (oh, ow) and out.shape[:2] == (n, o), _OP,
-          f"out has shape {list(out.shape)}, expected {[n, o, oh, ow]}")
-    acc = accumulate_dtype(result_type(x, weight))
+    size = tuple(windows.output_size(*args) for args in zip(x.shape[2:], kernel, stride, padding, dilation))
+    check(min(size) > 0, _OP, f"the kernel {list(kernel)} is larger than the padded input {list(x.shape)}")
+    check(out.shape == (n, o) + size, _OP, f"out has shape {list(out.shape)}, expected {[n, o, *size]}")
+    acc = compute_dtype(x, weight)
+    if out.size == 0:
+        return
+    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding)
+    kernels = weight.reshape(groups, o // groups, -1)
     with quiet():
-        if cg == 1 and groups > 1:
-            buf = _depthwise(taps2d(x, (kh, kw), stride, padding, dilation, (oh, ow), 0, acc), weight, acc)
+        if pointwise and x.dtype == acc:  # the input itself is the column matrix
+            _gemm(kernels, x.reshape(n, groups, cg, -1), bias, out, acc)
+            return
+        taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
+        if cg == 1 and groups == c and groups > 1:
+            _depthwise(taps, weight, bias, out, acc)
+        elif taps.length <= 1.25 * math.prod(size):
+            # im2col over whole rows: long contiguous copies; the columns between output rows
+            # cost a little GEMM work and one extraction pass. A row of ones adds the bias.
+            depth = cg * taps.count + (bias is not None)
+            columns = workspace("columns", (n, groups, depth, taps.length), acc)
+            inputs = columns[:, :, :cg * taps.count].reshape(n, groups, cg, taps.count, taps.length)
+            for t in range(taps.count):
+                inputs[..., t, :] = taps.flat(t).reshape(n, groups, cg, taps.length)
+            if bias is not None:
+                columns[:, :, -1] = 1
+                kernels = np.concatenate([kernels, bias.reshape(groups, -1, 1).astype(kernels.dtype)], axis=2)
+            product = workspace("product", (n * o, taps.length), acc)
+            np.matmul(kernels, columns, dtype=acc, casting="unsafe",
+                      out=product.reshape(n, groups, o // groups, taps.length))
+            write(out, taps.grid(product).reshape(out.shape))
         else:
-            buf = _grouped(_im2col(x, (kh, kw), stride, padding, dilation, (oh, ow), acc), weight, groups, out, acc)
-        if bias is not None:
-            np.add(buf, bias.reshape(1, o, 1, 1), out=buf, casting="unsafe")
-    finish(out, buf)
+            columns = im2col(x, kernel, stride, padding, dilation, size, acc, taps)
+            _gemm(kernels, columns.reshape(n, groups, -1, math.prod(size)), bias, out, acc)
 
 
-def _im2col(x, kernel, stride, padding, dilation, out_hw, acc):
-    """The (N, C, KH, KW, OH*OW) column matrix (no copy for a plain 1x1 convolution)."""
-    n, c = x.shape[:2]
-    if kernel == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0) and x.dtype == acc:
-        return x.reshape(n, c, 1, 1, -1)
-    matrix = np.empty((n, c) + tuple(kernel) + tuple(out_hw), acc)
-    for i, row in enumerate(taps2d(x, kernel, stride, padding, dilation, out_hw, 0, acc)):
-        for j, tap in enumerate(row):
-            matrix[:, :, i, j] = tap
-    return matrix.reshape(n, c, kernel[0], kernel[1], -1)
+def _gemm(kernels, columns, bias, out, acc) -> None:
+    """``out = kernels @ columns (+ bias)``: (G, O/G, K) by (N, G, K, P), into ``out`` itself
+    when it is a contiguous array of the accumulation dtype."""
+    shape = columns.shape[:2] + (kernels.shape[1], columns.shape[3])
+    target = rows_view(out, shape) if out.dtype == acc else None
+    if target is None or not target.flags.c_contiguous:
+        target = workspace("product", shape, acc)
+    np.matmul(kernels, columns, out=target, dtype=acc, casting="unsafe")
+    _add_bias(target.reshape(out.shape), bias)
+    if not np.may_share_memory(target, out):
+        write(out, target.reshape(out.shape))
 
 
-def _grouped(matrix, weight, groups, out, acc):
-    n, c, kh, kw, pixels = matrix.shape
-    o = weight.shape[0]
-    k = c // groups * kh * kw
-    columns = matrix.reshape(n, groups, k, pixels)
-    kernels = weight.reshape(groups, o // groups, k)
-    shape = (n, groups, o // groups, pixels)
-    if out.dtype == acc and out.flags.c_contiguous:  # multiply straight into out
-        matmul_into(kernels, columns, out.reshape(shape), acc)
-        return out
-    return matmul_into(kernels, columns, np.empty(shape, acc), acc).reshape(out.shape)
+def _add_bias(buf, bias) -> None:
+    if bias is not None:
+        np.add(buf, bias.reshape((-1,) + (1,) * (buf.ndim - 2)), out=buf, casting="unsafe")
 
 
-def _depthwise(taps, weight, acc):
-    n, c, oh, ow = taps[0][0].shape
-    kh, kw = len(taps), len(taps[0])
-    multiplier = weight.shape[0] // c
-    kernels = weight.reshape(c, multiplier, kh, kw).astype(acc, copy=False)
-    total = np.zeros((n, c, multiplier, oh, ow), acc)
-    term = np.empty_like(total)
-    for i in range(kh):
-        for j in range(kw):
-            np.multiply(taps[i][j][:, :, None], kernels[None, :, :, i, j, None, None], out=term)
-            total += term
-    return total.reshape(n, c * multiplier, oh, ow)
+def im2col(x, kernel, stride, padding, dilation, size, acc, taps=None) -> np.ndarray:
+    """The (N, C, K, *size) column array of ``x`` (N, C, *S): tap t of every output window."""
+    taps = taps or Taps(x, kernel, stride, padding, dilation, size, 0, acc)
+    columns = workspace("columns", (taps.rows, taps.count) + tuple(size), acc)
+    for t in range(taps.count):
+        columns[:, t] = taps.grid(taps.flat(t))
+    return columns.reshape(x.shape[:2] + (taps.count,) + tuple(size))
+
+
+def _depthwise(taps: Taps, weight, bias, out, acc) -> None:
+    """``out[n, c*m + j] = bias + sum_t weight[c*m + j, 0, t] * tap_t[n, c]``, block by block:
+    the taps of a block of rows are copied into a (K + 1, rows, pitch) column array (the last
+    tap all ones, for the bias) and reduced by one batched matrix product per block."""
+    n, c = out.shape[0], taps.rows // out.shape[0]
+    m, k = weight.shape[0] // c, taps.count  # channel multiplier, taps
+    kernels = np.zeros((c, m, k + 1), acc)
+    kernels[:, :, :k] = weight.reshape(c, m, k)
+    if bias is not None:
+        kernels[:, :, k] = bias.reshape(c, m)
+    kernels = np.broadcast_to(kernels, (n, c, m, k + 1)).reshape(taps.rows, m, k + 1)
+    target = rows_view(out, (taps.rows, m) + taps.out_size) if out.dtype == acc else None
+    buffer = workspace("product", (taps.rows, m) + taps.out_size, acc) if target is None else target
+    blocks = row_blocks(taps.rows, (k + 1) * taps.pitch, 1 << 18)
+    size = blocks[0].stop
+    columns = workspace("columns", (k + 1, size, taps.pitch), acc)  # tap-major: each tap's run is contiguous
+    columns[k] = 1
+    result = workspace("blocks", (m, size, taps.pitch), acc)
+    length = taps.length
+    for rows in blocks:
+        r, run = rows.stop - rows.start, taps.run_length(rows)
+        for t in range(k):
+            columns[t].reshape(-1)[:run] = taps.run(t, rows)
+        np.matmul(kernels[rows], columns[:, :r, :length].transpose(1, 0, 2),
+                  out=result[:, :r, :length].transpose(1, 0, 2))
+        for j in range(m):
+            buffer[rows, j] = taps.grid(result[j, :r])
+    if target is None:
+        write(out, buffer.reshape(out.shape))
+
+
+def conv_transposed(x, weight, bias, stride, padding, dilation, output_padding, groups, out) -> None:
+    """Transposed convolution of ``x`` (N, C, *S) with ``weight`` (C, O/G, *k): the adjoint
+    of `conv_forward` (one GEMM by the transposed weights, then col2im)."""
+    n, c, og = x.shape[0], x.shape[1], weight.shape[1]
+    kernel, spatial = weight.shape[2:], x.shape[2:]
+    check(weight.shape[0] == c and c % groups == 0, _OP,
+          f"input channels ({c}) and weight shape {list(weight.shape)} do not match groups={groups}")
+    check(all(p < s or p < d for p, s, d in zip(output_padding, stride, dilation)), _OP,
+          f"output_padding {list(output_padding)} must be smaller than either stride or dilation")
+    size = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
+                 zip(spatial, stride, padding, dilation, kernel, output_padding))
+    check(min(size) > 0, _OP, f"the output size {list(size)} is not positive")
+    check(out.shape == (n, og * groups) + size, _OP,
+          f"out has shape {list(out.shape)}, expected {[n, og * groups, *size]}")
+    acc = compute_dtype(x, weight)
+    if out.size == 0:
+        return
+    taps = math.prod(kernel)
+    with quiet():
+        kernels = weight.reshape(groups, c // groups, og * taps).transpose(0, 2, 1)
+        columns = workspace("columns", (n, groups, og * taps, math.prod(spatial)), acc)
+        np.matmul(kernels, x.reshape(n, groups, c // groups, -1), dtype=acc, casting="unsafe", out=columns)
+        planes = columns.reshape((n * og * groups, taps) + tuple(spatial))
+        total = scatter_taps(lambda t: planes[:, t], size, kernel, stride, padding, dilation, acc)
+        total = total.reshape(out.shape)
+        _add_bias(total, bias)
+    write(out, total)
+
+
+def _fold_geometry(op, kernel_size, dilation, padding, stride):
+    return tuple(pair(v, 2, name, op) for v, name in ((kernel_size, "kernel_size"), (dilation, "dilation"),
+                                                      (padding, "padding"), (stride, "stride")))
+
+
+@register_kernel("aten::im2col.out")
+def im2col_out(self, kernel_size, dilation, padding, stride, out):
+    """(N, C, H, W) -> (N, C*kh*kw, L): every sliding block as a column (``nn.Unfold``)."""
+    op = "aten::im2col.out"
+    check(self.ndim in (3, 4), op, f"expected a 3-D or 4-D input, got shape {list(self.shape)}")
+    x = self if self.ndim == 4 else self[None]
+    kernel, dilation, padding, stride = _fold_geometry(op, kernel_size, dilation, padding, stride)
+    size = tuple(windows.output_size(*args) for args in zip(x.shape[2:], kernel, stride, padding, dilation))
+    check(min(size) > 0, op, f"the kernel {list(kernel)} does not fit the padded input {list(self.shape)}")
+    write(out, im2col(x, kernel, stride, padding, dilation, size, x.dtype).reshape(out.shape))
+
+
+@register_kernel("aten::col2im.out")
+def col2im(self, output_size, kernel_size, dilation, padding, stride, out):
+    """(N, C*kh*kw, L) -> (N, C, H, W): sums every column back into its block (``nn.Fold``)."""
+    op = "aten::col2im.out"
+    check(self.ndim in (2, 3), op, f"expected a 2-D or 3-D input, got shape {list(self.shape)}")
+    columns = self if self.ndim == 3 else self[None]
+    kernel, dilation, padding, stride = _fold_geometry(op, kernel_size, dilation, padding, stride)
+    out_hw = tuple(pair(output_size, 2, "output_size", op))
+    grid = tuple(windows.output_size(*args) for args in zip(out_hw, kernel, stride, padding, dilation))
+    taps = math.prod(kernel)
+    check(columns.shape[1] % taps == 0 and min(grid) > 0 and columns.shape[2] == math.prod(grid), op,
+          f"input shape {list(self.shape)} does not match kernel_size {list(kernel)} and output_size {list(out_hw)}")
+    n, c = columns.shape[0], columns.shape[1] // taps
+    acc = columns.dtype if columns.dtype == np.bool_ else accumulate_dtype(columns.dtype)
+    planes = columns.reshape((n * c, taps) + grid)
+    with quiet():
+        total = scatter_taps(lambda t: planes[:, t], out_hw, kernel, stride, padding, dilation, acc)
+    write(out, total.reshape(out.shape))

@@ -1,4 +1,4 @@
-"""Inference batch norm and layer norm."""
+"""Batch norm (inference and training), layer norm, group norm, and the norms' backward."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["batch_norm_no_training", "layer_norm"]
+__all__ = ["batch_norm_no_training", "layer_norm", "batch_norm", "batch_norm_no_stats", "group_norm",
+           "layer_norm_backward", "group_norm_backward"]
 
 
 @register_kernel("aten::_native_batch_norm_legit_no_training.out")
@@ -66,3 +67,142 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     stats_shape = rows + (1,) * k
     write(out1, mean.reshape(stats_shape))
     write(out2, rstd.reshape(stats_shape))
+
+
+def _per_channel(values, ndim):
+    """A (C,) array shaped to broadcast over dim 1 of an ``ndim``-D tensor."""
+    return values.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+@register_kernel("aten::_native_batch_norm_legit.out")
+def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean,
+               save_invstd):
+    """Training: normalise with the batch statistics of every channel (dim 1), save them
+    (mean and 1 / sqrt(biased var + eps)) and move the running stats in place toward them
+    (``running = (1 - momentum) * running + momentum * batch``, with the unbiased variance).
+    Inference: `batch_norm_no_training` with the running stats, saved stats left empty."""
+    if not training:
+        batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps, out, save_mean,
+                               save_invstd)
+        return
+    _batch_norm_training("aten::_native_batch_norm_legit.out", input, weight, bias, running_mean, running_var,
+                         momentum, eps, out, save_mean, save_invstd)
+
+
+@register_kernel("aten::_native_batch_norm_legit.no_stats_out")
+def batch_norm_no_stats(input, weight, bias, training, momentum, eps, out, save_mean, save_invstd):
+    """Batch norm without running stats: only training mode (batch statistics) is defined."""
+    op = "aten::_native_batch_norm_legit.no_stats_out"
+    check(training, op, "without running stats, batch norm needs training=True (the batch statistics)")
+    _batch_norm_training(op, input, weight, bias, None, None, momentum, eps, out, save_mean, save_invstd)
+
+
+def _batch_norm_training(op, input, weight, bias, running_mean, running_var, momentum, eps, out, save_mean,
+                         save_invstd):
+    check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+    channels = input.shape[1]
+    count = input.size // max(channels, 1)
+    check(count > 1, op, f"expected more than 1 value per channel when training, got input size {list(input.shape)}")
+    acc = accumulate_dtype(input.dtype)
+    axes = (0,) + tuple(range(2, input.ndim))
+    with quiet():
+        x = input.astype(acc, copy=False)
+        mean = x.mean(axis=axes, dtype=acc)
+        centred = x - _per_channel(mean, input.ndim)
+        flat = centred.reshape(centred.shape[0], channels, -1)
+        var = np.einsum("ncs,ncs->c", flat, flat) / count
+        invstd = 1 / np.sqrt(var + eps)
+        scale = invstd if weight is None else invstd * weight
+        centred *= _per_channel(scale.astype(acc, copy=False), input.ndim)
+        if bias is not None:
+            centred += _per_channel(bias.astype(acc, copy=False), input.ndim)
+        write(out, centred)
+        write(save_mean, mean)
+        write(save_invstd, invstd)
+        if running_mean is not None:
+            write(running_mean, (1 - momentum) * running_mean.astype(acc) + momentum * mean)
+        if running_var is not None:
+            write(running_var, (1 - momentum) * running_var.astype(acc) + momentum * var * (count / (count - 1)))
+
+
+@register_kernel("aten::native_group_norm.out")
+def group_norm(input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):
+    """Normalise each of ``group`` channel groups of every sample over its channels and
+    positions; out1/out2 get the (N, group) mean and 1 / sqrt(biased var + eps)."""
+    op = "aten::native_group_norm.out"
+    check(input.shape[:2] == (N, C) and input.size == N * C * HxW, op,
+          f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}")
+    check(group > 0 and C % group == 0, op, f"the channels ({C}) must divide into {group} groups")
+    if input.size == 0:
+        return
+    acc = accumulate_dtype(input.dtype)
+    with quiet():
+        x = input.reshape(N, group, -1).astype(acc, copy=False)
+        mean = x.mean(axis=2, dtype=acc, keepdims=True)
+        centred = x - mean
+        rstd = 1 / np.sqrt(np.einsum("ngk,ngk->ng", centred, centred)[..., None] / max(x.shape[2], 1) + eps)
+        # y = x * scale + shift per (sample, channel), as ATen folds it
+        scale = np.repeat(rstd.reshape(N, group), C // group, axis=1)
+        if weight is not None:
+            scale *= weight.astype(acc)
+        shift = -np.repeat(mean.reshape(N, group), C // group, axis=1) * scale
+        if bias is not None:
+            shift += bias.astype(acc)
+        y = centred.reshape(N, C, HxW)  # reused as the output buffer
+        np.multiply(x.reshape(N, C, HxW), scale[..., None], out=y)
+        y += shift[..., None]
+    write(out0, y.reshape(input.shape))
+    write(out1, mean.reshape(N, group))
+    write(out2, rstd.reshape(N, group))
+
+
+@register_kernel("aten::native_layer_norm_backward.out")
+def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, out0, out1, out2):
+    """Gradients of `layer_norm` for the outs that ``output_mask`` asks for (the others
+    are left untouched): ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` with
+    ``g = grad_out * weight``, ``dweight = sum(grad_out * xhat)``, ``dbias = sum(grad_out)``."""
+    op = "aten::native_layer_norm_backward.out"
+    k = len(normalized_shape)
+    check(0 < k <= input.ndim and tuple(input.shape[input.ndim - k:]) == tuple(normalized_shape), op,
+          f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}")
+    width = math.prod(normalized_shape)
+    acc = accumulate_dtype(input.dtype)
+    dy = grad_out.reshape(-1, width).astype(acc, copy=False)
+    with quiet():
+        xhat = (input.reshape(-1, width).astype(acc, copy=False) - mean.reshape(-1, 1)) * rstd.reshape(-1, 1)
+        if output_mask[0]:
+            g = dy if weight is None else dy * weight.reshape(1, width).astype(acc)
+            write(out0, _normalized_grad(g, xhat, rstd.reshape(-1, 1), axis=1).reshape(input.shape))
+        if output_mask[1] and weight is not None:
+            write(out1, np.einsum("ij,ij->j", dy, xhat).reshape(weight.shape))
+        if output_mask[2] and bias is not None:
+            write(out2, dy.sum(axis=0, dtype=acc).reshape(bias.shape))
+
+
+def _normalized_grad(g, xhat, rstd, axis):
+    """``rstd * (g - mean(g) - xhat * mean(g * xhat))`` over ``axis``."""
+    mean_g = g.mean(axis=axis, keepdims=True)
+    mean_gx = (g * xhat).mean(axis=axis, keepdims=True)
+    return rstd * (g - mean_g - xhat * mean_gx)
+
+
+@register_kernel("aten::native_group_norm_backward.out")
+def group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, out0, out1, out2):
+    """Gradients of `group_norm` for the outs that ``output_mask`` asks for."""
+    op = "aten::native_group_norm_backward.out"
+    check(input.shape[:2] == (N, C) and input.size == N * C * HxW and C % group == 0, op,
+          f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}, group={group}")
+    acc = accumulate_dtype(input.dtype)
+    dy = grad_out.reshape(N, C, HxW).astype(acc, copy=False)
+    with quiet():
+        stats = (mean.reshape(N, group, 1, 1).astype(acc), rstd.reshape(N, group, 1, 1).astype(acc))
+        xhat = ((input.reshape(N, group, C // group, HxW).astype(acc, copy=False) - stats[0]) * stats[1])
+        xhat = xhat.reshape(N, C, HxW)
+        if output_mask[0]:
+            g = dy if weight is None else dy * weight.reshape(1, C, 1).astype(acc)
+            grad = _normalized_grad(g.reshape(N, group, -1), xhat.reshape(N, group, -1), stats[1][..., 0], axis=2)
+            write(out0, grad.reshape(input.shape))
+        if output_mask[1] and weight is not None:
+            write(out1, np.einsum("nck,nck->c", dy, xhat))
+        if output_mask[2]:
+            write(out2, dy.sum(axis=(0, 2), dtype=acc))

@@ -1,140 +1,221 @@
-"""2-d pooling: max (with ATen's indices), average, adaptive average."""
+"""2-d and 3-d pooling: max (with ATen's indices), average, adaptive average.
+
+Window reductions run over the flat tap views of `Taps`, block by block, so every ufunc
+call streams long contiguous runs that stay in the cache.
+"""
 
 from __future__ import annotations
+
+import functools
+import math
 
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
-from torchedge.kernels.portable.common import check, finish, pair, quiet, scratch, write
-from torchedge.kernels.portable.windows import output_size, taps2d
+from torchedge.kernels.portable.common import check, pair, quiet, write
+from torchedge.kernels.portable.windows import Taps, output_size, rows_view, workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d"]
+__all__ = ["max_pool_with_indices", "avg_pool", "adaptive_avg_pool", "pool_geometry", "averaging_matrix",
+           "pool_divisors", "separable_matmul", "matmul_along", "batched", "register_dims"]
 
 
-def _batched(op, x, *outs):
-    """(C, H, W) inputs and their outs gain a batch dim; returns the 4-D views."""
-    check(x.ndim in (3, 4), op, f"expected a 3-D or 4-D input, got shape {list(x.shape)}")
-    return (x, *outs) if x.ndim == 4 else (x[None], *(o[None] for o in outs))
+def register_dims(op: str, impl, dims: int):
+    """Register ``impl(op, dims, *schema arguments)`` as the kernel of ``op``."""
+    return register_kernel(op)(functools.partial(impl, op, dims))
 
 
-def _geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode, out):
-    kernel = pair(kernel_size, 2, "kernel_size", op)
-    stride = pair(stride, 2, "stride", op) if len(stride) else kernel
-    padding = pair(padding, 2, "padding", op)
-    dilation = pair(dilation, 2, "dilation", op)
+def batched(op, x, dims, *outs):
+    """Unbatched (C, *spatial) inputs and their outs gain a batch dim; returns the views."""
+    check(x.ndim in (dims + 1, dims + 2), op, f"expected a {dims + 1}-D or {dims + 2}-D input, got shape "
+                                              f"{list(x.shape)}")
+    return (x, *outs) if x.ndim == dims + 2 else (x[None], *(o[None] for o in outs))
+
+
+def pool_geometry(op, x, dims, kernel_size, stride, padding, dilation, ceil_mode):
+    """Checked (kernel, stride, padding, dilation, output size) of a pooling window."""
+    kernel = pair(kernel_size, dims, "kernel_size", op)
+    stride = pair(stride, dims, "stride", op) if len(stride) else kernel
+    padding = pair(padding, dims, "padding", op)
+    dilation = pair(dilation, dims, "dilation", op)
+    check(min(kernel) > 0 and min(stride) > 0 and min(dilation) > 0 and min(padding) >= 0, op,
+          f"kernel_size {list(kernel)}, stride {list(stride)} and dilation {list(dilation)} must be positive")
     check(all(2 * p <= d * (k - 1) + 1 for p, k, d in zip(padding, kernel, dilation)), op,
           f"padding {list(padding)} must be at most half of the (dilated) kernel size {list(kernel)}")
-    out_hw = tuple(output_size(size, k, s, p, d, ceil_mode) for size, k, s, p, d in
-                   zip(x.shape[-2:], kernel, stride, padding, dilation))
-    check(out.shape[-2:] == out_hw, op, f"out has spatial shape {list(out.shape[-2:])}, expected {list(out_hw)}")
-    return kernel, stride, padding, dilation, out_hw
+    size = tuple(output_size(*args, ceil_mode) for args in zip(x.shape[-dims:], kernel, stride, padding, dilation))
+    check(min(size) > 0, op, f"the output size {list(size)} is too small for input {list(x.shape)}")
+    return kernel, stride, padding, dilation, size
 
 
-def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
-    """The first in-bounds tap of windows starting at ``starts`` (possibly negative)."""
-    return np.where(starts < 0, starts + (-starts + dilation - 1) // dilation * dilation, starts)
+def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
+    """Max over each window; indices are flat offsets into the input's spatial dims.
 
-
-@register_kernel("aten::max_pool2d_with_indices.out")
-def max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
-    """Max over each window; indices are flat ``h * W + w`` offsets into the input plane.
-
-    Taps are visited in ATen's order with ATen's rule (take a tap that is larger, or nan),
-    so ties keep the first position, several nans the last one, and a window whose values
-    are all -inf points at its first in-bounds tap (padding taps are never taken).
+    The result follows ATen's rule (visit taps in order, take one that is larger, or nan):
+    ties keep the first tap, several nans the last one, and a window whose values are all
+    the lowest value (-inf) points at its first in-bounds tap (padding is never taken).
     """
-    op = "aten::max_pool2d_with_indices.out"
-    x, out, indices = _batched(op, self, out, indices)
-    kernel, stride, padding, dilation, (oh, ow) = _geometry(op, x, kernel_size, stride, padding, dilation,
-                                                            ceil_mode, out)
-    floating = category(x.dtype) >= 2
-    lowest = -np.inf if floating else np.iinfo(x.dtype).min
-    taps = taps2d(x, kernel, stride, padding, dilation, (oh, ow), lowest)
-    best = scratch(out, x.dtype)
-    best.fill(lowest)
-    count = kernel[0] * kernel[1]
-    which = np.full(best.shape, -1, np.int16 if count < 2**15 else np.int64)  # the tap taken; -1: none
-    step = np.empty_like(which)
+    x, out, indices = batched(op, self, dims, out, indices)
+    check(category(x.dtype) >= 1, op, f"max pooling is not implemented for {x.dtype}")
+    kernel, stride, padding, dilation, size = pool_geometry(op, x, dims, kernel_size, stride, padding, dilation,
+                                                            ceil_mode)
+    check(out.shape[-dims:] == size, op, f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
+    if out.size == 0:
+        return
+    acc = accumulate_dtype(x.dtype)
+    floating = category(acc) >= 2
+    lowest = -np.inf if floating else np.iinfo(acc).min
+    taps = Taps(x, kernel, stride, padding, dilation, size, lowest, acc)
     check_nan = floating and bool(np.isnan(x).any())
+    spatial = x.shape[-dims:]
+    starts = [np.arange(o) * s - p for o, s, p in zip(size, stride, padding)]
+    first = [np.where(st < 0, st + (-st + d - 1) // d * d, st) for st, d in zip(starts, dilation)]
+    base, first_valid = _flat_index(starts, spatial), _flat_index(first, spatial)
+    tap_offsets = _flat_index([np.arange(k) * d for k, d in zip(kernel, dilation)], spatial).ravel()
+    values = _target(out, taps, acc)
+    where = _target(indices, taps, np.int64)
+    block = taps.blocks()[0].stop * taps.pitch
+    best = workspace("blocks", (block,), acc)
+    index_type = np.int8 if taps.count < 2**7 else np.int16 if taps.count < 2**15 else np.int64
+    which, term = np.empty(block, index_type), np.empty(block, index_type)
+    mask, nan = np.empty(block, bool), np.empty(block, bool)
     with quiet():
-        for tap in range(count):
-            value = taps[tap // kernel[1]][tap % kernel[1]]
-            take = value > best
-            if check_nan:
-                take |= np.isnan(value)
-            np.maximum(best, value, out=best)  # nan propagates, like the rule above
-            np.subtract(which.dtype.type(tap), which, out=step)  # which = take ? tap : which,
-            step *= take  # without the branches that make masked copies slow
-            which += step
-    finish(out, best)
-    row_starts = np.arange(oh)[:, None] * stride[0] - padding[0]
-    col_starts = np.arange(ow) * stride[1] - padding[1]
-    none = which < 0
-    rows = np.where(none, _first_valid(row_starts, dilation[0]), row_starts + which // kernel[1] * dilation[0])
-    cols = np.where(none, _first_valid(col_starts, dilation[1]), col_starts + which % kernel[1] * dilation[1])
-    write(indices, rows * x.shape[-1] + cols)
+        for rows in taps.blocks():
+            length = taps.run_length(rows)
+            b, w, m = best[:length], which[:length], mask[:length]
+            np.copyto(b, taps.run(0, rows))
+            w.fill(0)
+            for t in range(1, taps.count):  # ATen's rule, branch-free: which = max(which, taken * t)
+                value = taps.run(t, rows)
+                np.greater(value, b, out=m)
+                if check_nan:
+                    m |= np.isnan(value, out=nan[:length])
+                np.maximum(b, value, out=b)  # nan propagates, like the rule
+                np.multiply(m.view(index_type) if index_type == np.int8 else m, t, out=term[:length])
+                np.maximum(w, term[:length], out=w)
+            values[rows] = taps.grid(b)
+            chosen = base + np.take(tap_offsets, taps.grid(w))
+            np.equal(b, lowest, out=m)  # no tap beat the lowest value: the first in-bounds tap
+            if m.any():
+                none = taps.grid(m)
+                chosen += none * (first_valid - chosen)
+            where[rows] = chosen
+    _finish(out, values)
+    _finish(indices, where)
 
 
-@register_kernel("aten::avg_pool2d.out")
-def avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out):
-    op = "aten::avg_pool2d.out"
-    x, out = _batched(op, self, out)
-    kernel, stride, padding, dilation, (oh, ow) = _geometry(op, x, kernel_size, stride, padding, (1,), ceil_mode, out)
-    integral = category(x.dtype) < 2  # integer averages truncate toward zero, as in C++
-    acc = np.dtype(np.float64) if integral else accumulate_dtype(x.dtype)
-    buf = scratch(out, acc)
-    buf.fill(0)
+def _flat_index(coordinates, spatial) -> np.ndarray:
+    """Flat offsets ``sum_d coordinate_d * stride_d`` as an outer sum over the dims."""
+    total = np.zeros((1,) * len(spatial), np.int64)
+    for d, values in enumerate(coordinates):
+        shape = [1] * len(spatial)
+        shape[d] = -1
+        total = total + values.reshape(shape) * math.prod(spatial[d + 1:])
+    return total
+
+
+def _target(out, taps, dtype):
+    """``out`` as a (rows, *out_size) view when it has ``dtype``, else a scratch buffer."""
+    view = rows_view(out, (taps.rows,) + taps.out_size) if out.dtype == dtype else None
+    return view if view is not None else np.empty((taps.rows,) + taps.out_size, dtype)
+
+
+def _finish(out, buffer) -> None:
+    if not np.may_share_memory(out, buffer):
+        write(out, buffer.reshape(out.shape))
+
+
+def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out):
+    """Window sums divided by ``divisor_override`` or the window size (clipped to the
+    padded input, or to the input itself without ``count_include_pad``); integer averages
+    truncate toward zero, as in C++."""
+    x, out = batched(op, self, dims, out)
+    check(x.dtype != np.bool_, op, "average pooling is not implemented for bool")
+    check(divisor_override is None or divisor_override != 0, op, "divisor_override must be non-zero")
+    kernel, stride, padding, _, size = pool_geometry(op, x, dims, kernel_size, stride, padding, (1,), ceil_mode)
+    check(out.shape[-dims:] == size, op, f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
+    if out.size == 0:
+        return
+    integral = category(x.dtype) < 2
+    acc = np.dtype(np.int64) if integral else accumulate_dtype(x.dtype)
+    taps = Taps(x, kernel, stride, padding, (1,) * dims, size, 0, acc)
+    divisor = np.asarray(divisor_override or pool_divisors(tuple(x.shape[-dims:]), kernel, stride, padding, size,
+                                                          count_include_pad)).astype(acc)
+    result = _target(out, taps, acc)
+    total = workspace("blocks", (taps.blocks()[0].stop * taps.pitch,), acc)
     with quiet():
-        for row in taps2d(x, kernel, stride, padding, dilation, (oh, ow), 0, acc):
-            for tap in row:
-                buf += tap
-        if divisor_override:
-            buf /= divisor_override
-        else:
-            buf /= _divisors(x.shape[-2:], kernel, stride, padding, (oh, ow), count_include_pad)
-        if integral:
-            np.trunc(buf, out=buf)
-    finish(out, buf)
+        for rows in taps.blocks():
+            block = total[:taps.run_length(rows)]
+            np.copyto(block, taps.run(0, rows))
+            for t in range(1, taps.count):
+                block += taps.run(t, rows)
+            sums = taps.grid(block)
+            if integral:  # C++ integer division truncates toward zero
+                result[rows] = np.abs(sums) // divisor * np.sign(sums)
+            else:
+                np.divide(sums, divisor, out=result[rows])
+    _finish(out, result)
 
 
-def _divisors(size, kernel, stride, padding, out_hw, count_include_pad):
-    """Per-output divisor: the window clipped to the padded input, or to the input itself."""
-    counts = []
-    for n, k, s, p, o in zip(size, kernel, stride, padding, out_hw):
+@functools.lru_cache(maxsize=256)
+def pool_divisors(size, kernel, stride, padding, out_size, count_include_pad) -> np.ndarray:
+    """Per-output window size: the window clipped to the padded input, or to the input
+    (read-only; the arguments are tuples)."""
+    counts = np.ones((1,) * len(size), np.int64)
+    for d, (n, k, s, p, o) in enumerate(zip(size, kernel, stride, padding, out_size)):
         start = np.arange(o) * s - p
         end = np.minimum(start + k, n + p)
-        if count_include_pad:
-            counts.append(end - start)
-        else:
-            counts.append(np.minimum(end, n) - np.maximum(start, 0))
-    return counts[0][:, None] * counts[1][None, :]
+        count = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
+        shape = [1] * len(size)
+        shape[d] = -1
+        counts = counts * count.reshape(shape)
+    counts.flags.writeable = False
+    return counts
 
 
-@register_kernel("aten::_adaptive_avg_pool2d.out")
-def adaptive_avg_pool2d(self, output_size, out):
-    """Output cell i averages input rows floor(i*H/OH) .. ceil((i+1)*H/OH) (same for columns)."""
-    op = "aten::_adaptive_avg_pool2d.out"
-    x, out = _batched(op, self, out)
-    oh, ow = pair(output_size, 2, "output_size", op)
-    check(out.shape[-2:] == (oh, ow), op, f"out has spatial shape {list(out.shape[-2:])}, expected {[oh, ow]}")
-    h, w = x.shape[-2:]
+def adaptive_avg_pool(op, dims, self, output_size, out):
+    """Output cell i averages input cells floor(i*N/O) .. ceil((i+1)*N/O) along each dim."""
+    x, out = batched(op, self, dims, out)
+    check(category(x.dtype) >= 2, op, f"adaptive average pooling is not implemented for {x.dtype}")
+    size = pair(output_size, dims, "output_size", op)
+    check(min(size) > 0 and out.shape[-dims:] == size, op,
+          f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
+    spatial = x.shape[-dims:]
     acc = accumulate_dtype(x.dtype)
     with quiet():
-        if h % oh == 0 and w % ow == 0:  # equal, disjoint windows: a reshape and a mean
-            blocks = x.reshape(x.shape[:2] + (oh, h // oh, ow, w // ow))
-            buf = scratch(out, acc)
-            np.mean(blocks, axis=(3, 5), dtype=acc, out=buf)
-            finish(out, buf)
+        if all(n % o == 0 for n, o in zip(spatial, size)):  # equal, disjoint windows: reshape and mean
+            blocks = x.reshape(x.shape[:2] + sum(((o, n // o) for n, o in zip(spatial, size)), ()))
+            write(out, np.mean(blocks, axis=tuple(range(3, 3 + 2 * dims, 2)), dtype=acc))
             return
-        rows, cols = _averaging_matrix(h, oh, acc), _averaging_matrix(w, ow, acc)
-        write(out, rows @ (x.astype(acc, copy=False) @ cols.T))
+        matrices = [averaging_matrix(n, o, acc) for n, o in zip(spatial, size)]
+        write(out, separable_matmul(x.astype(acc, copy=False), matrices))
 
 
-def _averaging_matrix(size: int, out_size: int, dtype) -> np.ndarray:
+def separable_matmul(x: np.ndarray, matrices: list) -> np.ndarray:
+    """``x`` with its trailing dims multiplied by one matrix each: dim -k by ``matrices[-k]``
+    (an (out_size, size) matrix), e.g. ``A @ x @ B.T`` for two dims."""
+    for d, matrix in enumerate(matrices):
+        x = matmul_along(x, matrix, x.ndim - len(matrices) + d)
+    return x
+
+
+def matmul_along(x: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
+    """``x`` with dim ``axis`` (of size n) replaced by ``matrix`` (m, n) times it."""
+    lead, n, rest = x.shape[:axis], x.shape[axis], x.shape[axis + 1:]
+    if not rest:  # the last dim: one GEMM over all rows
+        return (x.reshape(-1, n) @ matrix.T).reshape(lead + (matrix.shape[0],))
+    return (matrix @ x.reshape(lead + (n, math.prod(rest)))).reshape(lead + (matrix.shape[0],) + rest)
+
+
+def averaging_matrix(size: int, out_size: int, dtype) -> np.ndarray:
     """(out_size, size) matrix whose row i averages the inputs of adaptive window i."""
     i = np.arange(out_size)
     start, end = i * size // out_size, -((-(i + 1) * size) // out_size)
     j = np.arange(size)
     inside = (j >= start[:, None]) & (j < end[:, None])
     return (inside / (end - start)[:, None]).astype(dtype)
+
+
+for _dims in (2, 3):
+    register_dims(f"aten::max_pool{_dims}d_with_indices.out", max_pool_with_indices, _dims)
+    register_dims(f"aten::avg_pool{_dims}d.out", avg_pool, _dims)
+    register_dims(f"aten::_adaptive_avg_pool{_dims}d.out", adaptive_avg_pool, _dims)

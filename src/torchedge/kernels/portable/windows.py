@@ -1,17 +1,53 @@
-"""Kernel taps over the two spatial dims, shared by convolution and pooling.
+"""Sliding windows over the trailing 1-3 spatial dims, shared by convolution and pooling.
 
-`taps2d` pads the input once and returns, for every kernel tap (i, j), the (N, C, OH, OW)
-view of the input values that tap meets across all output positions. With a stride
-above 1 the padded input is first split into its stride phases (rows r with the same
-r % stride together), so that every tap view still has unit inner strides: NumPy's
-loops run several times faster over those than over stride-2 views.
+`Taps` lays the padded input out so that every kernel tap is a contiguous run: for tap t,
+`Taps.run` gives a block of rows as one 1-D slice whose element ``i * pitch + q`` is the
+value tap t meets in row i's output window at flat position ``q``, where output position
+``(o1, o2, ...)`` sits at ``q = o1 * Q1 + o2 * Q2 + ...`` (the Q are the strides of a row of
+the padded input). The positions between output rows are filler that `Taps.grid` skips.
+NumPy's ufuncs and copies run several times faster over such runs than over 2-D or
+(OH, OW)-shaped views. With a stride above 1 the padded input is first split into its
+stride phases (rows r with the same r % stride together), so that every tap still reads
+a contiguous run.
+
+`scatter_taps` is the adjoint (col2im): it adds per-tap planes back into the input grid.
+
+Large temporaries come from `workspace`, reused from call to call: in a fresh allocation
+every page faults on first touch, which costs more than the arithmetic of a small layer.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
+import math
+import threading
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["output_size", "taps2d"]
+__all__ = ["output_size", "Taps", "scatter_taps", "row_blocks", "rows_view", "workspace", "release_workspace"]
+
+_BLOCK_ELEMENTS = 1 << 15  # a working set of a few such blocks stays in L2
+_WORKSPACE = threading.local()
+
+
+def workspace(slot: str, shape, dtype) -> np.ndarray:
+    """An uninitialised scratch array, reusing the memory of this thread's ``slot`` (grown
+    as needed). Arrays from one slot overwrite each other: a kernel takes one per slot and
+    never lets it escape."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    pool = _WORKSPACE.__dict__.setdefault("pool", {})
+    buffer = pool.get(slot)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = pool[slot] = np.empty(max(nbytes, 64), np.uint8)
+    return buffer[:nbytes].view(dtype).reshape(shape)
+
+
+def release_workspace() -> None:
+    """Free this thread's scratch memory (the next kernels allocate it again)."""
+    _WORKSPACE.__dict__.pop("pool", None)
 
 
 def output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool = False) -> int:
@@ -24,42 +60,138 @@ def output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ce
     return n
 
 
-def _padded(x, pad, extent, value, dtype):
-    """``x`` padded by ``pad`` before and up to ``extent`` after (no copy when nothing changes)."""
-    h, w = x.shape[-2:]
-    eh, ew = max(extent[0], h + pad[0]), max(extent[1], w + pad[1])
-    if (eh, ew) == (h, w) and dtype == x.dtype:
-        return x
-    padded = np.full(x.shape[:-2] + (eh, ew), value, dtype)
-    padded[..., pad[0]:pad[0] + h, pad[1]:pad[1] + w] = x
-    return padded
+def row_blocks(rows: int, length: int, elements: int = _BLOCK_ELEMENTS) -> list:
+    """Slices over ``rows`` whose (block, length) arrays have about ``elements`` items, so
+    that a few of them fit in the cache together."""
+    step = max(1, elements // max(length, 1))
+    return [slice(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 
-def taps2d(x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, out_hw: tuple,
-           value=0, dtype=None) -> list:
-    """``taps[i][j]``: read-only (N, C, OH, OW) views of ``x`` (N, C, H, W), padded with
-    ``value`` and cast to ``dtype``, at kernel tap (i, j) of every output window."""
-    dtype = x.dtype if dtype is None else np.dtype(dtype)
-    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, stride, dilation, out_hw
-    # rows up to the end of the last window, rounded up to whole strides
-    extent = (-(-((oh - 1) * sh + dh * (kh - 1) + 1) // sh) * sh,
-              -(-((ow - 1) * sw + dw * (kw - 1) + 1) // sw) * sw)
-    if (sh, sw) == (1, 1):
-        padded = _padded(x, tuple(padding), extent, value, dtype)
-        phases = padded[None, None]
-    else:
-        padded = _padded(x, tuple(padding), extent, value, dtype)
-        padded = padded[..., :extent[0], :extent[1]]  # the rows and columns no window reaches go
-        n, c, h, w = padded.shape
-        phases = padded.reshape(n, c, h // sh, sh, w // sw, sw).transpose(3, 5, 0, 1, 2, 4).copy()
-    phases.flags.writeable = False
-    taps = []
-    for i in range(kh):
-        r = i * dh
-        row = []
-        for j in range(kw):
-            col = j * dw
-            plane = phases[r % sh, col % sw]
-            row.append(plane[:, :, r // sh:r // sh + oh, col // sw:col // sw + ow])
-        taps.append(row)
-    return taps
+def rows_view(out: np.ndarray, shape: tuple):
+    """``out`` reshaped to ``shape`` as a view, or None when that would need a copy."""
+    view = out.reshape(shape)
+    return view if out.size == 0 or np.may_share_memory(view, out) else None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where every tap of a window geometry reads, computed once per geometry."""
+
+    phase: tuple  # per-dim length of a stride phase (the padded input, rounded up to strides)
+    strides: tuple  # element strides of the output grid in a phase row
+    pitch: int  # elements of one row of a phase
+    length: int  # elements from a row's first to its last window
+    offsets: tuple  # (phase, start) of every tap
+    plain: bool  # the input itself serves as the only phase (unit stride, no padding)
+    copies: tuple  # (phase, target, source) index tuples filling the phases from the input
+    borders: tuple  # (phase, index) slabs of padding
+
+
+@functools.lru_cache(maxsize=512)
+def _layout(size, kernel, stride, padding, dilation, out_size) -> _Layout:
+    phase = tuple(-(-((o - 1) * s + d * (k - 1) + 1) // s) for o, s, d, k in
+                  zip(out_size, stride, dilation, kernel))
+    plain = all(s == 1 for s in stride) and not any(padding) and all(p <= n for p, n in zip(phase, size))
+    if plain:
+        phase = size
+    strides = tuple(math.prod(phase[d + 1:]) for d in range(len(kernel)))
+    length = sum((o - 1) * q for o, q in zip(out_size, strides)) + 1 if min(out_size, default=1) > 0 else 0
+    offsets = []
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        reach = [t * d for t, d in zip(tap, dilation)]
+        which = int(np.ravel_multi_index([r % s for r, s in zip(reach, stride)], stride))
+        offsets.append((which, sum(r // s * q for r, s, q in zip(reach, stride, strides))))
+    copies, borders = [], []
+    for which, residues in enumerate(itertools.product(*(range(s) for s in stride))):
+        target, source = [slice(None)], [slice(None)]
+        for d, (r, s, p, n, length_d) in enumerate(zip(residues, stride, padding, size, phase)):
+            first = min(length_d, max(0, -(-(p - r) // s)))  # first phase row holding an input row
+            stop = max(first, min(length_d, -(-(n + p - r) // s)))
+            edge = (slice(None),) * (d + 1)
+            borders += [(which, edge + (cut,)) for cut, empty in
+                        ((slice(0, first), first == 0), (slice(stop, None), stop == length_d)) if not empty]
+            target.append(slice(first, stop))
+            start = first * s + r - p
+            source.append(slice(start, start + (stop - first - 1) * s + 1, s) if stop > first else slice(0, 0))
+        copies.append((which, tuple(target), tuple(source)))
+    return _Layout(tuple(phase), strides, math.prod(phase), length, tuple(offsets), plain, tuple(copies),
+                   tuple(borders))
+
+
+class Taps:
+    """Kernel taps of ``x`` (*batch, *spatial), padded with ``value`` and cast to ``dtype``.
+
+    ``rows`` is the product of the batch dims; taps are numbered in row-major kernel order
+    (ATen's visiting order). Every row is laid out with the same ``pitch``; `run` serves a
+    block of rows as one contiguous 1-D run (NumPy's ufuncs are several times faster over
+    those than over 2-D views), whose element ``i * pitch + q`` belongs to row i.
+    """
+
+    def __init__(self, x, kernel, stride, padding, dilation, out_size, value=0, dtype=None):
+        dims = len(kernel)
+        self.dtype = x.dtype if dtype is None else np.dtype(dtype)
+        self.kernel, self.out_size = tuple(kernel), tuple(out_size)
+        self.rows = math.prod(x.shape[:-dims])
+        size = tuple(x.shape[-dims:])
+        layout = _layout(size, self.kernel, tuple(stride), tuple(padding), tuple(dilation), self.out_size)
+        self.strides, self.pitch, self._offsets = layout.strides, layout.pitch, layout.offsets
+        self.length = layout.length if self.rows else 0
+        if layout.plain and self.dtype == x.dtype and x.flags.c_contiguous:  # read the input in place
+            self._source = x.reshape(1, -1)
+        else:
+            x = x.reshape((self.rows,) + size)
+            phases = workspace("taps", (math.prod(stride), self.rows) + layout.phase, self.dtype)
+            for which, index in layout.borders:
+                phases[which][index] = value
+            for which, target, source in layout.copies:
+                np.copyto(phases[which][target], x[source], casting="unsafe")
+            self._source = phases.reshape(len(phases), -1)
+        self._source.flags.writeable = False
+
+    @property
+    def count(self) -> int:
+        return len(self._offsets)
+
+    def run_length(self, rows: slice) -> int:
+        """Length of `run` over ``rows``: whole pitches, the last row cut after its last window."""
+        return (rows.stop - rows.start - 1) * self.pitch + self.length
+
+    def run(self, tap: int, rows: slice) -> np.ndarray:
+        """Read-only 1-D run of the values tap ``tap`` meets over the given rows."""
+        which, start = self._offsets[tap]
+        begin = rows.start * self.pitch + start
+        return self._source[which, begin:begin + self.run_length(rows)]
+
+    def flat(self, tap: int) -> np.ndarray:
+        """Read-only (rows, length) view of the values tap ``tap`` meets."""
+        which, start = self._offsets[tap]
+        return self._source[which].reshape(self.rows, self.pitch)[:, start:start + self.length]
+
+    def grid(self, buffer: np.ndarray) -> np.ndarray:
+        """The (rows, *out_size) view of a (rows, >= pitch) buffer with unit inner stride, or of
+        a contiguous 1-D buffer laid out like a `run`."""
+        rows, pitch = (buffer.shape[0], buffer.strides[0]) if buffer.ndim == 2 else \
+            (-(-buffer.size // self.pitch), self.pitch * buffer.itemsize)
+        return np.lib.stride_tricks.as_strided(buffer, (rows,) + self.out_size,
+                                               (pitch,) + tuple(q * buffer.itemsize for q in self.strides))
+
+    def blocks(self) -> list:
+        return row_blocks(self.rows, self.pitch)
+
+
+def scatter_taps(planes, size, kernel, stride, padding, dilation, dtype) -> np.ndarray:
+    """Adjoint of `Taps`: a zeroed (rows, *size) array plus, for each tap t, ``planes(t)``
+    (rows, *grid) added at the input positions ``grid * stride - padding + t * dilation``
+    (positions in the padding are dropped). The result is a `workspace` view: copy it out
+    before the next call."""
+    first = planes(0)
+    grid = first.shape[1:]
+    extent = tuple(max((g - 1) * s + d * (k - 1) + 1, n + p) for g, s, d, k, n, p in
+                   zip(grid, stride, dilation, kernel, size, padding))
+    total = workspace("scatter", (first.shape[0],) + extent, dtype)
+    total.fill(0)
+    for t, tap in enumerate(itertools.product(*(range(k) for k in kernel))):
+        plane = first if t == 0 else planes(t)
+        index = tuple(slice(i * d, i * d + (g - 1) * s + 1, s) for i, d, g, s in zip(tap, dilation, grid, stride))
+        total[(slice(None),) + index] += plane
+    return total[(slice(None),) + tuple(slice(p, p + n) for p, n in zip(padding, size))]

@@ -1,0 +1,117 @@
+"""Backward kernels of convolution and pooling (the norms' backward live with the norms).
+
+Each gradient is the adjoint of its forward kernel, built from the same pieces: the
+input gradient of a convolution is a transposed convolution (and the other way round),
+weight gradients are one GEMM against the im2col columns, pooling gradients scatter the
+output gradient back over the windows (`scatter_taps`), adaptive pooling multiplies by
+the transposed averaging matrices.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from torchedge.kernels.dtypes import accumulate_dtype, category
+from torchedge.kernels.portable.common import check, pair, quiet, write
+from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col
+from torchedge.kernels.portable.pooling import (averaging_matrix, batched, pool_divisors, pool_geometry,
+                                                register_dims, separable_matmul)
+from torchedge.kernels.portable.windows import scatter_taps
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["convolution_backward", "avg_pool_backward", "max_pool_backward", "adaptive_avg_pool_backward"]
+
+_CONV = "aten::convolution_backward.out"
+
+
+@register_kernel(_CONV)
+def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                         output_padding, groups, output_mask, out0, out1, out2):
+    """Gradients of `convolution` w.r.t. input, weight and bias, for the outs that
+    ``output_mask`` asks for (the others are left untouched)."""
+    spatial = weight.ndim - 2
+    check(1 <= spatial <= 3 and input.ndim in (spatial + 1, spatial + 2) and grad_output.ndim == input.ndim, _CONV,
+          f"expected {spatial + 2}-D input and grad_output for a {weight.ndim}-D weight, got shapes "
+          f"{list(input.shape)} and {list(grad_output.shape)}")
+    if input.ndim == spatial + 1:  # unbatched
+        input, grad_output, out0 = input[None], grad_output[None], out0[None]
+    stride, padding, dilation, output_padding = (
+        pair(v, spatial, name, _CONV) for v, name in ((stride, "stride"), (padding, "padding"),
+                                                        (dilation, "dilation"), (output_padding, "output_padding")))
+    acc = compute_dtype(grad_output, weight)
+    geometry = (stride, padding, dilation)
+    with quiet():
+        if output_mask[0]:
+            buffer = np.empty(out0.shape, acc)
+            if transposed:  # the adjoint of a transposed convolution is the plain one, same weight
+                conv_forward(grad_output, weight, None, *geometry, groups, buffer)
+            else:  # output_padding restores the input rows that no window reached
+                sizes = zip(input.shape[2:], grad_output.shape[2:], weight.shape[2:], stride, padding, dilation)
+                extra = tuple(i - ((g - 1) * s - 2 * p + d * (k - 1) + 1) for i, g, k, s, p, d in sizes)
+                conv_transposed(grad_output, weight, None, *geometry, extra, groups, buffer)
+            write(out0, buffer)
+        if output_mask[1]:
+            # (grad_output, im2col(input)) for a plain convolution, (input, im2col(grad_output))
+            # for a transposed one
+            source, product = (grad_output, input) if transposed else (input, grad_output)
+            n = source.shape[0]
+            columns = im2col(source, weight.shape[2:], *geometry, product.shape[2:], acc)
+            columns = columns.reshape(n, groups, -1, math.prod(product.shape[2:]))
+            rows = product.reshape(n, groups, product.shape[1] // groups, -1).astype(acc, copy=False)
+            grad = np.matmul(rows, columns.transpose(0, 1, 3, 2)).sum(axis=0)  # (G, O/G or C/G, taps)
+            write(out1, grad.reshape(weight.shape))
+        if output_mask[2]:
+            axes = (0,) + tuple(range(2, grad_output.ndim))
+            write(out2, grad_output.sum(axis=axes, dtype=acc))
+
+
+def avg_pool_backward(op, dims, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                      divisor_override, grad_input):
+    """Every window spreads its output gradient, divided like the forward average, evenly
+    over the input positions it covers (integer gradients divide truncating)."""
+    x, grad_output, grad_input = batched(op, self, dims, grad_output, grad_input)
+    kernel, stride, padding, _, size = pool_geometry(op, x, dims, kernel_size, stride, padding, (1,), ceil_mode)
+    check(grad_output.shape == x.shape[:2] + size, op,
+          f"grad_output has shape {list(grad_output.shape)}, expected {list(x.shape[:2] + size)}")
+    integral = category(x.dtype) < 2
+    acc = np.dtype(np.int64) if integral else accumulate_dtype(x.dtype)
+    divisor = divisor_override or pool_divisors(tuple(x.shape[2:]), kernel, stride, padding, size, count_include_pad)
+    with quiet():
+        g = grad_output.reshape((-1,) + size).astype(acc)
+        share = np.abs(g) // divisor * np.sign(g) if integral else g / np.asarray(divisor, acc)
+        total = scatter_taps(lambda t: share, x.shape[2:], kernel, stride, padding, (1,) * dims, acc)
+    write(grad_input, total.reshape(grad_input.shape))
+
+
+def max_pool_backward(op, dims, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices,
+                      grad_input):
+    """Each output gradient goes to the input position its index names (summed where
+    windows overlap on the same maximum)."""
+    x, grad_output, indices, grad_input = batched(op, self, dims, grad_output, indices, grad_input)
+    check(indices.shape == grad_output.shape, op,
+          f"indices shape {list(indices.shape)} differs from grad_output shape {list(grad_output.shape)}")
+    plane = math.prod(x.shape[2:])
+    rows = math.prod(x.shape[:2])
+    flat = indices.reshape(rows, -1).astype(np.int64)
+    check(flat.size == 0 or (flat.min() >= 0 and flat.max() < plane), op, "an index is outside the input plane")
+    flat = flat + np.arange(rows)[:, None] * plane
+    total = np.bincount(flat.ravel(), weights=grad_output.reshape(-1).astype(np.float64), minlength=rows * plane)
+    write(grad_input, total.reshape(grad_input.shape))
+
+
+def adaptive_avg_pool_backward(op, dims, grad_output, self, out):
+    """The output gradient times the transposed averaging matrices, one per dim."""
+    x, grad_output, out = batched(op, self, dims, grad_output, out)
+    check(category(x.dtype) >= 2, op, f"adaptive average pooling is not implemented for {x.dtype}")
+    acc = accumulate_dtype(x.dtype)
+    matrices = [averaging_matrix(n, o, acc).T for n, o in zip(x.shape[2:], grad_output.shape[2:])]
+    with quiet():
+        write(out, separable_matmul(grad_output.astype(acc, copy=False), matrices))
+
+
+for _dims in (2, 3):
+    register_dims(f"aten::avg_pool{_dims}d_backward.grad_input", avg_pool_backward, _dims)
+    register_dims(f"aten::max_pool{_dims}d_with_indices_backward.grad_input", max_pool_backward, _dims)
+    register_dims(f"aten::_adaptive_avg_pool{_dims}d_backward.out", adaptive_avg_pool_backward, _dims)

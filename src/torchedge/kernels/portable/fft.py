@@ -1,0 +1,65 @@
+"""Discrete Fourier transforms through ``numpy.fft``: real-to-complex, complex-to-real,
+complex-to-complex over any dims.
+
+ATen names the scaling of the transform it computes (none, 1/sqrt(n), 1/n); NumPy names
+the direction that carries the 1/n. The tables below translate one into the other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.kernels.portable.common import check, wrap_dim, write
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["fft_r2c", "fft_c2r", "fft_c2c"]
+
+# ATen's fft_norm_mode (0: no scaling, 1: 1/sqrt(n), 2: 1/n) as NumPy's norm argument
+_FORWARD_NORM = {0: "backward", 1: "ortho", 2: "forward"}
+_INVERSE_NORM = {0: "forward", 1: "ortho", 2: "backward"}
+
+
+def _axes(op, x, dim, normalization):
+    check(normalization in _FORWARD_NORM, op, f"normalization must be 0, 1 or 2, got {normalization}")
+    check(len(dim) > 0, op, "expected at least one dim to transform")
+    axes = [wrap_dim(d, x.ndim, op) for d in dim]
+    check(len(set(axes)) == len(axes), op, f"dim {list(dim)} lists a dimension twice")
+    return axes
+
+
+@register_kernel("aten::_fft_r2c.out")
+def fft_r2c(self, dim, normalization, onesided, out):
+    """Forward transform of a real tensor; ``onesided`` keeps the last dim's non-negative
+    frequencies only (n // 2 + 1 of them)."""
+    op = "aten::_fft_r2c.out"
+    check(self.dtype.kind == "f", op, f"expected a floating point input, got {self.dtype}")
+    axes = _axes(op, self, dim, normalization)
+    transform = np.fft.rfftn if onesided else np.fft.fftn
+    write(out, transform(self, axes=axes, norm=_FORWARD_NORM[normalization]))
+
+
+@register_kernel("aten::_fft_c2r.out")
+def fft_c2r(self, dim, normalization, last_dim_size, out):
+    """Inverse transform of a one-sided spectrum to a real tensor whose last transformed
+    dim has ``last_dim_size`` elements."""
+    op = "aten::_fft_c2r.out"
+    check(self.dtype.kind == "c", op, f"expected a complex input, got {self.dtype}")
+    axes = _axes(op, self, dim, normalization)
+    check(last_dim_size > 0, op, f"last_dim_size must be positive, got {last_dim_size}")
+    sizes = [self.shape[a] for a in axes[:-1]] + [last_dim_size]
+    write(out, np.fft.irfftn(self, s=sizes, axes=axes, norm=_INVERSE_NORM[normalization]))
+
+
+@register_kernel("aten::_fft_c2c.out")
+def fft_c2c(self, dim, normalization, forward, out):
+    """Forward or inverse complex transform over ``dim`` (an empty list copies)."""
+    op = "aten::_fft_c2c.out"
+    check(self.dtype.kind == "c", op, f"expected a complex input, got {self.dtype}")
+    if len(dim) == 0:
+        write(out, self)
+        return
+    axes = _axes(op, self, dim, normalization)
+    if forward:
+        write(out, np.fft.fftn(self, axes=axes, norm=_FORWARD_NORM[normalization]))
+    else:
+        write(out, np.fft.ifftn(self, axes=axes, norm=_INVERSE_NORM[normalization]))

@@ -1,0 +1,82 @@
+"""Reflection and replication padding of the trailing 1-3 dims.
+
+``padding`` lists (before, after) pairs starting from the last dim, as in
+``torch.nn.functional.pad``; negative amounts crop. Along each dim an output position
+reads one input position: mirrored without repeating the edge, or clamped to it. The
+input is copied into the middle of ``out`` once; then, dim by dim from the innermost,
+the border slabs are filled from the part of ``out`` already written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.kernels.portable.common import check, write
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["pad_indices", "pad"]
+
+
+def pad_indices(size: int, before: int, after: int, mode: str) -> np.ndarray:
+    """Input index of every output position along one dim padded by ``before``/``after``."""
+    i = np.arange(-before, size + after)
+    if mode == "reflect":
+        i = np.abs(i)
+        return np.where(i >= size, 2 * (size - 1) - i, i)
+    return np.clip(i, 0, size - 1)
+
+
+def pad(op: str, mode: str, dims: int, x: np.ndarray, padding, out: np.ndarray) -> None:
+    check(len(padding) == 2 * dims, op, f"padding must have {2 * dims} values, got {list(padding)}")
+    check(x.ndim in (dims + 1, dims + 2) and all(n > 0 for n in x.shape[1:]), op,
+          f"expected a non-empty {dims + 1}-D or {dims + 2}-D input, got shape {list(x.shape)}")
+    lead = x.ndim - dims
+    amounts = [(padding[2 * (dims - 1 - d)], padding[2 * (dims - 1 - d) + 1]) for d in range(dims)]
+    maps = []
+    for d, (before, after) in enumerate(amounts):
+        size = x.shape[lead + d]
+        if mode == "reflect":
+            check(max(before, after) < size, op,
+                  f"padding ({before}, {after}) must be less than the size ({size}) of dim {d - dims}")
+        check(size + before + after > 0, op, f"padding ({before}, {after}) leaves nothing of size {size}")
+        maps.append(pad_indices(size, before, after, mode))
+    check(out.shape == x.shape[:lead] + tuple(len(m) for m in maps), op,
+          f"out has shape {list(out.shape)}, expected {list(x.shape[:lead]) + [len(m) for m in maps]}")
+    inner = [(max(b, 0), max(b, 0) + len(m) - max(b, 0) - max(a, 0)) for (b, a), m in zip(amounts, maps)]
+    borders_read_inside = all(((m[:start] + b >= start) & (m[:start] + b < stop)).all() and
+                              ((m[stop:] + b >= start) & (m[stop:] + b < stop)).all()
+                              for (b, _), m, (start, stop) in zip(amounts, maps, inner))
+    if not borders_read_inside:  # a crop removed what a border mirrors: gather everything at once
+        index = [slice(None)] * lead + [m.reshape((-1,) + (1,) * (dims - 1 - d)) for d, m in enumerate(maps)]
+        write(out, x[tuple(index)])
+        return
+    middle = tuple(slice(start, stop) for start, stop in inner)
+    source = tuple(slice(max(-b, 0), max(-b, 0) + stop - start) for (b, _), (start, stop) in zip(amounts, inner))
+    write(out[(Ellipsis,) + middle], x[(Ellipsis,) + source])
+    for d in reversed(range(dims)):  # innermost first; outer dims only over their middle
+        (before, _), m, (start, stop) = amounts[d], maps[d], inner[d]
+        region = out[(Ellipsis,) + middle[:d] + (slice(None),) + (slice(None),) * (dims - 1 - d)]
+        for border in (slice(0, start), slice(stop, len(m))):
+            if border.stop > border.start:
+                region[(Ellipsis, border) + (slice(None),) * (dims - 1 - d)] = \
+                    np.take(region, m[border] + before, axis=region.ndim - dims + d)
+
+
+def _pad_kernel(mode: str, dims: int):
+    name = {"reflect": "reflection", "replicate": "replication"}[mode]
+    op = f"aten::{name}_pad{dims}d.out"
+
+    def kernel(self, padding, out):
+        pad(op, mode, dims, self, padding, out)
+
+    kernel.__name__ = f"{name}_pad{dims}d"
+    kernel.__doc__ = f"{name.capitalize()} padding of the last {dims} dim(s)."
+    return register_kernel(op)(kernel)
+
+
+reflection_pad1d = _pad_kernel("reflect", 1)
+reflection_pad2d = _pad_kernel("reflect", 2)
+reflection_pad3d = _pad_kernel("reflect", 3)
+replication_pad1d = _pad_kernel("replicate", 1)
+replication_pad2d = _pad_kernel("replicate", 2)
+replication_pad3d = _pad_kernel("replicate", 3)

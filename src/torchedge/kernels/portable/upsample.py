@@ -1,0 +1,200 @@
+"""Upsampling of the trailing 1-3 dims: nearest, nearest-exact, (bi/tri)linear, bicubic.
+
+Every mode is separable: along each resized dim, output position i reads a few input
+positions with fixed weights, computed exactly as ATen's ``UpSample.h`` computes them
+(float32 index arithmetic for nearest, the op-math type for the interpolating modes). A
+nearest resize takes one gather per dim; an interpolating one weights one dim at a time
+(a GEMM by the interpolation matrix for short dims, else gathers) in float32 (float64 for
+float64 inputs) and rounds once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.kernels.dtypes import accumulate_dtype, category
+from torchedge.kernels.portable.common import check, quiet, write
+from torchedge.kernels.portable.pooling import matmul_along
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["source_scale", "nearest_indices", "linear_taps", "cubic_taps", "cubic_weights"]
+
+_MATRIX_SIZE = 96  # up to this input length, one dense interpolation matrix (BLAS) beats gathers
+
+def source_scale(in_size: int, out_size: int, align_corners: bool, scale, dtype) -> float:
+    """ATen's ``area_pixel_compute_scale``: input pixels per output pixel."""
+    if align_corners:
+        return dtype.type((in_size - 1) / (out_size - 1)) if out_size > 1 else dtype.type(0)
+    if scale is not None and scale > 0:
+        return dtype.type(1.0 / scale)
+    return dtype.type(in_size) / dtype.type(out_size)
+
+
+def nearest_indices(in_size: int, out_size: int, scale, exact: bool = False) -> np.ndarray:
+    """Input index of every output position (``nearest_idx`` / ``nearest_exact_idx``)."""
+    i = np.arange(out_size)
+    if not exact and out_size == in_size:
+        return i
+    if not exact and out_size == 2 * in_size:
+        return i >> 1
+    f32 = np.dtype(np.float32)
+    ratio = source_scale(in_size, out_size, False, scale, f32)
+    position = (i.astype(f32) + f32.type(0.5)) * ratio if exact else i.astype(f32) * ratio
+    return np.minimum(np.floor(position).astype(np.int64), in_size - 1)
+
+
+def linear_taps(in_size: int, out_size: int, align_corners: bool, scale, dtype):
+    """([index0, index1], [lambda0, lambda1]) of linear interpolation along one dim."""
+    i = np.arange(out_size)
+    if out_size == in_size:
+        return [i, i], [np.ones(out_size, dtype), np.zeros(out_size, dtype)]
+    ratio = source_scale(in_size, out_size, align_corners, scale, dtype)
+    real = ratio * i.astype(dtype) if align_corners else \
+        np.maximum(ratio * (i.astype(dtype) + dtype.type(0.5)) - dtype.type(0.5), dtype.type(0))
+    index0 = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
+    lambda1 = np.clip(real - index0.astype(dtype), 0, 1).astype(dtype)
+    index1 = index0 + (index0 < in_size - 1)
+    return [index0, index1], [(1 - lambda1).astype(dtype), lambda1]
+
+
+def cubic_weights(t: np.ndarray, a: float = -0.75) -> list:
+    """Cubic convolution weights of the four neighbours at offsets -1, 0, 1, 2 from
+    ``floor(x)``, for fractional parts ``t`` (ATen's ``get_cubic_upsample_coefficients``)."""
+    a = t.dtype.type(a)
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [w.astype(t.dtype) for w in (far(t + 1), near(t), near(1 - t), far(2 - t))]
+
+
+def cubic_taps(in_size: int, out_size: int, align_corners: bool, scale, dtype):
+    """Four (index, weight) taps of bicubic interpolation (indices clamped to the input)."""
+    i = np.arange(out_size).astype(dtype)
+    ratio = source_scale(in_size, out_size, align_corners, scale, dtype)
+    real = ratio * i if align_corners else ratio * (i + dtype.type(0.5)) - dtype.type(0.5)
+    floor = np.minimum(np.floor(real), in_size - 1)
+    t = np.clip(real - floor, 0, 1).astype(dtype)
+    start = floor.astype(np.int64) - 1
+    return [np.clip(start + k, 0, in_size - 1) for k in range(4)], cubic_weights(t)
+
+
+def _sizes(op, x, dims, output_size, scales):
+    """Output sizes from ``output_size`` or, without it, ``floor(size * scale)``."""
+    spatial = x.shape[-dims:]
+    if output_size is not None:
+        check(len(output_size) == dims, op, f"output_size must have {dims} values, got {list(output_size)}")
+        size = tuple(output_size)
+    else:
+        check(scales is not None and len(scales) == dims, op,
+              f"expected output_size or {dims} scale factors, got {scales}")
+        size = tuple(int(n * s) for n, s in zip(spatial, scales))
+    check(min(size) > 0 and min(spatial) > 0, op, f"cannot resize {list(x.shape)} to {list(size)}")
+    return size
+
+
+def _resize(op, mode, dims, x, size, align_corners, scales, out):
+    check(x.ndim >= dims + 1, op, f"expected at least a {dims + 1}-D input, got shape {list(x.shape)}")
+    check(out.shape == x.shape[:-dims] + tuple(size), op,
+          f"out has shape {list(out.shape)}, expected {list(x.shape[:-dims]) + list(size)}")
+    spatial = x.shape[-dims:]
+    scales = [None] * dims if scales is None else list(scales)
+    if mode in ("nearest", "nearest-exact"):  # one take per resized dim (one fancy index is slower)
+        result = x
+        for d in range(dims):
+            taken = nearest_indices(spatial[d], size[d], scales[d], mode == "nearest-exact")
+            if not np.array_equal(taken, np.arange(spatial[d])):
+                result = np.take(result, taken, axis=x.ndim - dims + d)
+        write(out, result)
+        return
+    check(category(x.dtype) >= 2 or x.dtype == np.uint8, op, f"{mode} upsampling is not implemented for {x.dtype}")
+    acc = accumulate_dtype(x.dtype) if category(x.dtype) >= 2 else np.dtype(np.float32)
+    result = x.astype(acc, copy=False)
+    with quiet():
+        for d in range(dims):
+            axis = x.ndim - dims + d
+            if mode == "cubic":
+                indices, weights = cubic_taps(spatial[d], size[d], align_corners, scales[d], acc)
+            else:
+                indices, weights = linear_taps(spatial[d], size[d], align_corners, scales[d], acc)
+            if spatial[d] <= _MATRIX_SIZE:
+                matrix = np.zeros((size[d], spatial[d]), acc)
+                for index, weight in zip(indices, weights):
+                    np.add.at(matrix, (np.arange(size[d]), index), weight)
+                result = matmul_along(result, matrix, axis)
+                continue
+            shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+            total = np.take(result, indices[0], axis=axis) * weights[0].reshape(shape)
+            for index, weight in zip(indices[1:], weights[1:]):
+                total += np.take(result, index, axis=axis) * weight.reshape(shape)
+            result = total
+        if x.dtype == np.uint8:  # rounded to nearest (ATen's fixed-point path can differ by 1)
+            result = np.clip(np.rint(result), 0, 255)
+    write(out, result)
+
+
+def _vec(op, mode, dims, input, output_size, align_corners, scale_factors, out):
+    """The ``.vec`` overloads: an output size, or scale factors that also set the mapping."""
+    size = _sizes(op, input, dims, output_size, scale_factors)
+    _resize(op, mode, dims, input, size, align_corners, None if output_size is not None else scale_factors, out)
+
+
+def _fixed(op, mode, dims, input, output_size, align_corners, scales, out):
+    """The ``.out`` overloads: an output size, plus optional scales for the mapping."""
+    _resize(op, mode, dims, input, _sizes(op, input, dims, output_size, None), align_corners, scales, out)
+
+
+@register_kernel("aten::upsample_nearest2d.vec_out")
+def upsample_nearest2d_vec(input, output_size, scale_factors, out):
+    _vec("aten::upsample_nearest2d.vec_out", "nearest", 2, input, output_size, False, scale_factors, out)
+
+
+@register_kernel("aten::upsample_bilinear2d.vec_out")
+def upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors, out):
+    _vec("aten::upsample_bilinear2d.vec_out", "linear", 2, input, output_size, align_corners, scale_factors, out)
+
+
+@register_kernel("aten::upsample_nearest1d.out")
+def upsample_nearest1d(self, output_size, scales, out):
+    _fixed("aten::upsample_nearest1d.out", "nearest", 1, self, output_size, False, (scales,), out)
+
+
+@register_kernel("aten::upsample_nearest2d.out")
+def upsample_nearest2d(self, output_size, scales_h, scales_w, out):
+    _fixed("aten::upsample_nearest2d.out", "nearest", 2, self, output_size, False, (scales_h, scales_w), out)
+
+
+@register_kernel("aten::upsample_nearest3d.out")
+def upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w, out):
+    _fixed("aten::upsample_nearest3d.out", "nearest", 3, self, output_size, False, (scales_d, scales_h, scales_w),
+           out)
+
+
+@register_kernel("aten::_upsample_nearest_exact2d.out")
+def upsample_nearest_exact2d(self, output_size, scales_h, scales_w, out):
+    _fixed("aten::_upsample_nearest_exact2d.out", "nearest-exact", 2, self, output_size, False,
+           (scales_h, scales_w), out)
+
+
+@register_kernel("aten::upsample_linear1d.out")
+def upsample_linear1d(self, output_size, align_corners, scales, out):
+    _fixed("aten::upsample_linear1d.out", "linear", 1, self, output_size, align_corners, (scales,), out)
+
+
+@register_kernel("aten::upsample_bilinear2d.out")
+def upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w, out):
+    _fixed("aten::upsample_bilinear2d.out", "linear", 2, self, output_size, align_corners, (scales_h, scales_w), out)
+
+
+@register_kernel("aten::upsample_trilinear3d.out")
+def upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w, out):
+    _fixed("aten::upsample_trilinear3d.out", "linear", 3, self, output_size, align_corners,
+           (scales_d, scales_h, scales_w), out)
+
+
+@register_kernel("aten::upsample_bicubic2d.out")
+def upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w, out):
+    _fixed("aten::upsample_bicubic2d.out", "cubic", 2, self, output_size, align_corners, (scales_h, scales_w), out)
