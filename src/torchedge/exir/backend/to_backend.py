@@ -65,8 +65,9 @@ def to_backend(*args):
     raise TypeError("to_backend(backend_id, edge_program, compile_specs) or to_backend(edge_program, partitioner)")
 
 
-def _constant_fqns(ep: ExportedProgram) -> dict[str, tuple[InputKind, str]]:
-    return {s.arg.name: (s.kind, s.target) for s in ep.graph_signature.input_specs
+def _constant_specs(ep: ExportedProgram) -> dict[str, InputSpec]:
+    """Placeholder name -> input spec of every parameter, buffer and lifted constant."""
+    return {s.arg.name: s for s in ep.graph_signature.input_specs
             if s.kind != InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)}
 
 
@@ -98,11 +99,10 @@ def _partition_program(ep: ExportedProgram, nodes: list[torch.fx.Node], constant
     graph.output(tuple(env[n] for n in outputs))
     module = torch.fx.GraphModule(torch.nn.Module(), graph)
 
-    input_specs = [InputSpec(constants[n.name][0], TensorArgument(n.name), target=constants[n.name][1])
-                   for n in const_inputs]
+    input_specs = [constants[n.name] for n in const_inputs]
     input_specs += [InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), target=None) for n in user_inputs]
     output_specs = [OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(env[n].name), target=None) for n in outputs]
-    fqns = {constants[n.name][1] for n in const_inputs}
+    fqns = {constants[n.name].target for n in const_inputs}
     program = ExportedProgram(
         root=module,
         graph=module.graph,
@@ -121,7 +121,7 @@ def _lower_partitions(edge_program: ExportedProgram, partitioner: Partitioner) -
     ep = result.tagged_exported_program
     gm = ep.graph_module
     _tag_getitems(gm.graph)
-    constants = _constant_fqns(ep)
+    constants = _constant_specs(ep)
     for index, (tag, spec) in enumerate(result.partition_tags.items()):
         nodes = [n for n in gm.graph.nodes if n.meta.get(TAG_KEY) == tag]
         if not nodes:

@@ -1,0 +1,124 @@
+"""`GraphBuilder`: the ONNX nodes, initializers and value names of one graph being lowered."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+__all__ = ["GraphBuilder", "ONNX_DTYPES", "tensor_type", "numpy_dtype", "value_info"]
+
+_TYPES = {  # torch dtype -> (ONNX element type, NumPy dtype)
+    torch.bool: (TensorProto.BOOL, np.bool_),
+    torch.uint8: (TensorProto.UINT8, np.uint8),
+    torch.int8: (TensorProto.INT8, np.int8),
+    torch.int16: (TensorProto.INT16, np.int16),
+    torch.int32: (TensorProto.INT32, np.int32),
+    torch.int64: (TensorProto.INT64, np.int64),
+    torch.float16: (TensorProto.FLOAT16, np.float16),
+    torch.float32: (TensorProto.FLOAT, np.float32),
+    torch.float64: (TensorProto.DOUBLE, np.float64),
+}
+ONNX_DTYPES = frozenset(_TYPES)  # the dtypes a lowered graph may carry
+
+# Constants up to this many elements are shared between the nodes that use them.
+_SHARED_CONSTANT_SIZE = 16
+
+
+def tensor_type(dtype: torch.dtype) -> int:
+    return _TYPES[dtype][0]
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return np.dtype(_TYPES[dtype][1])
+
+
+def value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
+    """A graph input or output typed like the (fake) tensor ``val``."""
+    return helper.make_tensor_value_info(name, tensor_type(val.dtype), [int(s) for s in val.shape])
+
+
+class GraphBuilder:
+    """Emits ONNX nodes and constants; maps each lowered fx node to its ONNX value name(s)."""
+
+    def __init__(self, opset: int):
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._arrays: dict[str, np.ndarray] = {}  # initializer name -> its value
+        self._values: dict[torch.fx.Node, str | list[str]] = {}
+        self._cache: dict[tuple, str] = {}  # shared small constants and casts
+        self._taken: set[str] = set()
+
+    def fresh(self, hint: str) -> str:
+        """``hint`` itself, or ``hint_N`` if that name is already used."""
+        name, n = hint, 0
+        while name in self._taken:
+            n += 1
+            name = f"{hint}_{n}"
+        self._taken.add(name)
+        return name
+
+    def bind(self, node: torch.fx.Node, value: str | list[str]) -> None:
+        self._values[node] = value
+
+    def value(self, node: torch.fx.Node) -> str | list[str]:
+        return self._values[node]
+
+    def constant(self, array, hint: str = "const") -> str:
+        """An initializer holding ``array``; small equal constants are shared."""
+        array = np.asarray(array, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+        key = ("constant", array.dtype.str, array.shape, array.tobytes()) if array.size <= _SHARED_CONSTANT_SIZE else None
+        if key in self._cache:
+            return self._cache[key]
+        name = self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        self._arrays[name] = array
+        if key is not None:
+            self._cache[key] = name
+        return name
+
+    def int64s(self, values) -> str:
+        """A 1-D int64 constant (shapes, axes, pads)."""
+        return self.constant(np.asarray(values, dtype=np.int64).reshape(-1))
+
+    def scalar(self, value, dtype: torch.dtype) -> str:
+        """A 0-d constant of ``dtype``."""
+        return self.constant(np.asarray(value, dtype=numpy_dtype(dtype)))
+
+    def tensor(self, arg, dtype: torch.dtype | None = None) -> str:
+        """The ONNX value of an fx argument (a node or a Python number), converted to ``dtype``."""
+        if not isinstance(arg, torch.fx.Node):
+            return self.scalar(arg, dtype)
+        name = self._values[arg]
+        return name if dtype is None or dtype == arg.meta["val"].dtype else self.cast(name, dtype)
+
+    def cast(self, name: str, dtype: torch.dtype) -> str:
+        """``name`` converted to ``dtype``: a new constant for a constant, otherwise a Cast node."""
+        key = ("cast", name, dtype)
+        if key not in self._cache:
+            if name in self._arrays:
+                self._cache[key] = self.constant(self._arrays[name].astype(numpy_dtype(dtype)))
+            else:
+                self._cache[key] = self.emit("Cast", [name], to=tensor_type(dtype))
+        return self._cache[key]
+
+    def used_initializers(self) -> list[onnx.TensorProto]:
+        """The initializers some node reads (a constant replaced by its cast copy may not be)."""
+        read = {name for node in self.nodes for name in node.input}
+        return [t for t in self.initializers if t.name in read]
+
+    def output(self, value: str, name: str) -> None:
+        """Expose ``value`` as the graph output ``name`` (reserved with `fresh` beforehand)."""
+        self.nodes.append(helper.make_node("Identity", [value], [name], name=name))
+
+    def emit(self, op_type: str, inputs: list[str], **attributes) -> str:
+        """One node with a single output; attributes that are None are left out."""
+        return self.emit_multi(op_type, inputs, 1, **attributes)[0]
+
+    def emit_multi(self, op_type: str, inputs: list[str], outputs: int, **attributes) -> list[str]:
+        names = [self.fresh(op_type.lower()) for _ in range(outputs)]
+        attributes = {k: v for k, v in attributes.items() if v is not None}
+        self.nodes.append(helper.make_node(op_type, inputs, names, name=names[0], **attributes))
+        return names

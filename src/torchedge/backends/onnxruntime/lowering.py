@@ -1,0 +1,155 @@
+"""Lower an Edge graph, or one partition of it, to an ONNX model.
+
+This is torchedge's own translation (not ``torch.onnx``): each Edge operator
+has a small translation in one of the ``ops_*`` modules, registered in
+`registry`; this module decides what is supported, walks the graph, binds
+inputs, constants and outputs, and assembles the model. Shapes are static and
+read from ``node.meta["val"]``, as are dtypes, which are the truth: operands
+are cast where ONNX would otherwise see mismatched types.
+
+>>> ep = to_edge(torch.export.export(model, inputs)).exported_program()
+>>> session = onnxruntime.InferenceSession(lower_exported_program(ep).SerializeToString())
+"""
+
+from __future__ import annotations
+
+import operator
+
+import onnx
+import torch
+from onnx import helper
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+
+# The ops_* modules register their translations on import.
+from torchedge.backends.onnxruntime import ops_creation, ops_elementwise, ops_index, ops_nn, ops_reduce, ops_shape  # noqa: F401
+from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder, value_info
+from torchedge.backends.onnxruntime.registry import NodeArgs, lowering_for
+from torchedge.errors import ExportError
+from torchedge.exir.op_schema import op_name
+from torchedge.exir.source import describe_node
+
+__all__ = ["is_supported", "lower_graph", "lower_exported_program", "MIN_OPSET", "MAX_OPSET"]
+
+MIN_OPSET, MAX_OPSET = 17, 21  # LayerNormalization needs 17
+_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+def _is_static_tensor(val) -> bool:
+    return (isinstance(val, torch.Tensor) and val.dtype in ONNX_DTYPES
+            and all(isinstance(s, int) for s in val.shape))
+
+
+def _tensor_values(node: torch.fx.Node) -> list:
+    """The meta values of a node's outputs and of its tensor inputs."""
+    own = node.meta.get("val")
+    values = list(own) if isinstance(own, (list, tuple)) else [own]
+    return values + [n.meta.get("val") for n in node.all_input_nodes]
+
+
+def is_supported(node: torch.fx.Node) -> bool:
+    """Whether `lower_graph` translates this call node (operator, arguments, dtypes, static shapes)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        source = node.args[0]
+        return (isinstance(source, torch.fx.Node) and isinstance(source.meta.get("val"), (list, tuple))
+                and is_supported(source))
+    lowering = lowering_for(node.target)
+    if lowering is None or not all(_is_static_tensor(v) for v in _tensor_values(node)):
+        return False
+    return lowering.accepts(NodeArgs(node))
+
+
+def _describe(node: torch.fx.Node) -> str:
+    what = op_name(node.target) if isinstance(node.target, torch._ops.OpOverload) else str(node.target)
+    return f"{what} {describe_node(node)}"
+
+
+def _needed_nodes(graph: torch.fx.Graph, inputs: list, outputs: list, constants: dict) -> list[torch.fx.Node]:
+    """The nodes that compute ``outputs`` from ``inputs`` and constants, in graph order."""
+    needed, stack = set(), list(outputs)
+    while stack:
+        node = stack.pop()
+        if node in needed or node in inputs:
+            continue
+        needed.add(node)
+        if node.op == "call_function":
+            stack.extend(node.all_input_nodes)
+        elif node.op != "get_attr" and node.name not in constants:
+            raise ExportError(f"the partition reads {node.op} '{node.name}', which is neither one of its "
+                              "inputs nor a constant: pass it in `inputs` or `constants`")
+    return [n for n in graph.nodes if n in needed]
+
+
+def _constant_value(graph_module: torch.fx.GraphModule, node: torch.fx.Node, constants: dict) -> torch.Tensor:
+    value = constants[node.name] if node.name in constants else operator.attrgetter(node.target)(graph_module)
+    if not isinstance(value, torch.Tensor) or value.dtype not in ONNX_DTYPES:
+        raise ExportError(f"constant '{node.name}' must be a tensor of one of the dtypes "
+                          f"{sorted(map(str, ONNX_DTYPES))}, got {getattr(value, 'dtype', type(value).__name__)}")
+    return value.detach().contiguous()
+
+
+def _io_value(node, role: str) -> torch.Tensor:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if not _is_static_tensor(val):
+        raise ExportError(f"{role} {node!r} of the lowered graph must be a tensor with a static shape "
+                          f"and an ONNX dtype, got {val!r}")
+    return val
+
+
+def lower_graph(graph_module: torch.fx.GraphModule, inputs: list[torch.fx.Node], outputs: list[torch.fx.Node],
+                constants: dict[str, torch.Tensor], opset: int = 17) -> onnx.ModelProto:
+    """Translate what computes ``outputs`` from ``inputs`` into an ONNX model.
+
+    ``inputs`` become graph inputs ``input_0, ...`` and ``outputs`` graph outputs
+    ``output_0, ...``, in the order given. ``constants`` maps node names
+    (placeholders holding parameters, buffers, lifted constants) to their values,
+    which become initializers; ``get_attr`` nodes are read from ``graph_module``.
+    """
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ExportError(f"ONNX opset {opset} is not supported: use {MIN_OPSET} to {MAX_OPSET}")
+    g = GraphBuilder(opset)
+    input_infos = [value_info(g.fresh(f"input_{i}"), _io_value(n, "input")) for i, n in enumerate(inputs)]
+    output_infos = [value_info(g.fresh(f"output_{i}"), _io_value(n, "output")) for i, n in enumerate(outputs)]
+    for node, info in zip(inputs, input_infos):
+        g.bind(node, info.name)
+    for node in _needed_nodes(graph_module.graph, list(inputs), list(outputs), constants):
+        if node.op != "call_function":
+            g.bind(node, g.constant(_constant_value(graph_module, node, constants).numpy(), hint=node.name))
+        elif not is_supported(node):
+            raise ExportError(f"the ONNX lowering cannot translate {_describe(node)}: the operator, "
+                              "its arguments or its dtypes are not supported")
+        elif node.target is operator.getitem:
+            g.bind(node, g.value(node.args[0])[node.args[1]])
+        else:
+            g.bind(node, lowering_for(node.target).translate(g, NodeArgs(node)))
+    for node, info in zip(outputs, output_infos):
+        g.output(g.value(node), info.name)
+    graph = helper.make_graph(g.nodes, "torchedge", input_infos, output_infos, initializer=g.used_initializers())
+    opsets = [helper.make_opsetid("", opset)]
+    return helper.make_model(graph, opset_imports=opsets, producer_name="torchedge",
+                             ir_version=helper.find_min_ir_version_for(opsets))
+
+
+def lower_exported_program(ep: ExportedProgram, opset: int = 17) -> onnx.ModelProto:
+    """The whole program as one ONNX model: user inputs in, user outputs out, constants as initializers."""
+    signature = ep.graph_signature
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    constants, inputs = {}, []
+    for spec in signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            inputs.append(placeholders[spec.arg.name])
+        elif spec.kind in _CONSTANT_KINDS:
+            constants[spec.arg.name] = ep.state_dict[spec.target] if spec.target in ep.state_dict \
+                else ep.constants[spec.target]
+        else:
+            raise ExportError(f"cannot lower a program with a {spec.kind.name} input ('{spec.arg.name}') to ONNX")
+    returned = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    outputs = []
+    for spec, node in zip(signature.output_specs, returned):
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise ExportError(f"cannot lower a program with a {spec.kind.name} output to ONNX "
+                              "(ONNX models do not mutate their inputs)")
+        outputs.append(node)
+    return lower_graph(ep.graph_module, inputs, outputs, constants, opset)

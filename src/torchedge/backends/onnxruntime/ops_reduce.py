@@ -1,0 +1,60 @@
+"""Reductions (mean, sum, amax, amin, any, all) and cumsum."""
+
+from __future__ import annotations
+
+import torch
+
+from torchedge.backends.onnxruntime.builder import GraphBuilder
+from torchedge.backends.onnxruntime.registry import FLOATS, NUMERIC, NodeArgs, lowers
+
+__all__: list[str] = []  # translations register themselves; nothing to import
+
+aten = torch.ops.aten
+
+
+def _axes(a: NodeArgs) -> list[int]:
+    """The reduced dimensions; empty means all of them (a 0-d input has none to name)."""
+    dim = a.args.get("dim")
+    if dim is None or a.rank() == 0:
+        return []
+    return [int(d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
+
+
+def _reduce(g: GraphBuilder, op_type: str, x: str, a: NodeArgs) -> str:
+    """ONNX reductions take their axes as an input from opset 18 (ReduceSum: 13), an attribute before."""
+    axes, keepdims = _axes(a), int(bool(a.args.get("keepdim", False)))
+    if not axes:
+        return g.emit(op_type, [x], keepdims=keepdims)
+    if g.opset >= 18 or op_type == "ReduceSum":
+        return g.emit(op_type, [x, g.int64s(axes)], keepdims=keepdims)
+    return g.emit(op_type, [x], axes=axes, keepdims=keepdims)
+
+
+def _reduction(op_type: str):
+    def translate(g: GraphBuilder, a: NodeArgs) -> str:
+        return _reduce(g, op_type, g.tensor(a["self"], a.out_dtype), a)
+
+    return translate
+
+
+def _truth_reduction(op_type: str):
+    """``any`` is the maximum and ``all`` the minimum of the truth values, taken as int32 (uint8 in, uint8 out)."""
+
+    def translate(g: GraphBuilder, a: NodeArgs) -> str:
+        truth = g.cast(g.tensor(a["self"], torch.bool), torch.int32)
+        return g.cast(_reduce(g, op_type, truth, a), a.out_dtype)
+
+    return translate
+
+
+lowers(aten.mean.dim, dtypes=FLOATS)(_reduction("ReduceMean"))
+lowers(aten.sum.dim_IntList, aten.sum.default, dtypes=NUMERIC)(_reduction("ReduceSum"))
+lowers(aten.amax.default, dtypes=NUMERIC)(_reduction("ReduceMax"))
+lowers(aten.amin.default, dtypes=NUMERIC)(_reduction("ReduceMin"))
+lowers(aten.any.dim, aten.any.dims, aten.any.default)(_truth_reduction("ReduceMax"))
+lowers(aten.all.dim, aten.all.dims, aten.all.default)(_truth_reduction("ReduceMin"))
+
+
+@lowers(aten.cumsum.default, dtypes=NUMERIC, check=lambda a: a.rank() >= 1)
+def _cumsum(g: GraphBuilder, a: NodeArgs) -> str:
+    return g.emit("CumSum", [g.tensor(a["self"], a.out_dtype), g.scalar(int(a["dim"]), torch.int64)])

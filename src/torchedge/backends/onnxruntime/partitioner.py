@@ -1,0 +1,44 @@
+"""AOT half of the ONNX Runtime backend: partitioner and preprocess."""
+
+from __future__ import annotations
+
+from torch.export import ExportedProgram
+
+from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
+from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
+from torchedge.exir.backend import (
+    BackendDetails,
+    CompileSpec,
+    DelegationSpec,
+    Partitioner,
+    PartitionResult,
+    PreprocessResult,
+    tag_supported_partitions,
+)
+
+__all__ = ["OnnxRuntimePartitioner", "OnnxRuntimeBackend"]
+
+
+class OnnxRuntimeBackend(BackendDetails):
+    """Lowers a partition to an ONNX model with torchedge's own lowering (not torch.onnx)."""
+
+    @staticmethod
+    def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
+        return PreprocessResult(processed_bytes=lower_exported_program(edge_program).SerializeToString())
+
+
+class OnnxRuntimePartitioner(Partitioner):
+    """Delegate every maximal group of operators the ONNX lowering handles.
+
+    ``intra_op_threads`` travels to the runtime as a compile spec; None lets
+    ONNX Runtime choose.
+    """
+
+    def __init__(self, intra_op_threads: int | None = None):
+        specs = [] if intra_op_threads is None else [CompileSpec(INTRA_OP_THREADS, encode_threads(intra_op_threads))]
+        self.delegation_spec = DelegationSpec(BACKEND_ID, specs)
+
+    def partition(self, exported_program: ExportedProgram) -> PartitionResult:
+        tags = tag_supported_partitions(exported_program.graph_module, is_supported, self.delegation_spec,
+                                        prefix="onnxruntime_")
+        return PartitionResult(exported_program, tags)

@@ -1,0 +1,70 @@
+"""Runtime half of the ONNX Runtime backend: one `InferenceSession` per delegate.
+
+NumPy and onnxruntime only (no torch). Importing this module registers the
+backend under its id; the runtime does that on first use of the id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, decode_threads
+from torchedge.errors import KernelError
+from torchedge.runtime.backend import BackendInterface, register_backend
+
+__all__ = ["OnnxRuntimeDelegate"]
+
+
+@dataclass
+class _Session:
+    session: object
+    inputs: list[str]
+    outputs: list[str]
+    binding: object
+
+
+class OnnxRuntimeDelegate(BackendInterface):
+    def is_available(self) -> bool:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def init(self, processed, compile_specs) -> _Session:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if INTRA_OP_THREADS in compile_specs:
+            options.intra_op_num_threads = decode_threads(compile_specs[INTRA_OP_THREADS])
+        session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
+        return _Session(session, [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()],
+                        session.io_binding())
+
+    def execute(self, handle: _Session, args) -> None:
+        """Bind our input arrays and planned output buffers directly: ONNX Runtime writes in place."""
+        n = len(handle.inputs)
+        if len(args) != n + len(handle.outputs):
+            raise KernelError(f"{BACKEND_ID}: expected {n} inputs and {len(handle.outputs)} outputs, "
+                              f"got {len(args)} values")
+        binding = handle.binding
+        binding.clear_binding_inputs()
+        binding.clear_binding_outputs()
+        for name, array in zip(handle.inputs, args[:n]):
+            binding.bind_cpu_input(name, np.ascontiguousarray(array))
+        staged = []
+        for name, out in zip(handle.outputs, args[n:]):
+            target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
+            binding.bind_output(name, "cpu", 0, target.dtype, list(target.shape), target.ctypes.data)
+            if target is not out:
+                staged.append((out, target))
+        handle.session.run_with_iobinding(binding)
+        for out, target in staged:
+            np.copyto(out, target)
+
+
+register_backend(BACKEND_ID, OnnxRuntimeDelegate())
