@@ -14,9 +14,11 @@ import operator
 import numpy as np
 
 from torchedge.errors import KernelError
+from torchedge.kernels.allocator import allocate_output
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["sym_size", "sym_numel", "local_scalar_dense", "et_view"]
+__all__ = ["sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "sym_is_contiguous", "resize_",
+           "local_scalar_dense", "et_view"]
 
 
 @register_kernel("aten::sym_size.int")
@@ -30,6 +32,35 @@ def sym_size(self, dim):
 @register_kernel("aten::sym_numel")
 def sym_numel(self):
     return int(self.size)
+
+
+@register_kernel("aten::sym_stride.int")
+def sym_stride(self, dim):
+    ndim = self.ndim
+    if not -ndim <= dim < ndim:
+        raise KernelError(f"aten::sym_stride.int: dim {dim} is out of range for a tensor of {ndim} dims")
+    return int(self.strides[dim] // self.itemsize) if self.itemsize else 0
+
+
+@register_kernel("aten::sym_storage_offset")
+def sym_storage_offset(self):
+    return 0  # a .pte tensor starts at its data pointer (the format supports storage_offset 0 only)
+
+
+@register_kernel("aten::sym_is_contiguous")
+def sym_is_contiguous(self, memory_format=0):
+    if memory_format in (0, 1):  # contiguous, preserve
+        return bool(self.flags.c_contiguous)
+    raise KernelError(f"aten::sym_is_contiguous: memory format code {memory_format} is not supported")
+
+
+@register_kernel("aten::resize_")
+def resize_(self, size, memory_format=None):
+    """A tensor of the new size keeping the old elements that fit (the runtime rebinds ``self``)."""
+    resized = allocate_output(tuple(size), self.dtype)
+    keep = min(resized.size, self.size)
+    resized.reshape(-1)[:keep] = self.reshape(-1)[:keep]
+    return resized
 
 
 @register_kernel("aten::_local_scalar_dense")

@@ -219,3 +219,20 @@ for _dims in (2, 3):
     register_dims(f"aten::max_pool{_dims}d_with_indices.out", max_pool_with_indices, _dims)
     register_dims(f"aten::avg_pool{_dims}d.out", avg_pool, _dims)
     register_dims(f"aten::_adaptive_avg_pool{_dims}d.out", adaptive_avg_pool, _dims)
+
+
+def _as_2d(array: np.ndarray) -> np.ndarray:
+    """(N, C, L) or (C, L) as a view with a unit height dim: 1-D pooling is 2-D pooling of height 1."""
+    return array[..., None, :]
+
+
+@register_kernel("aten::avg_pool1d.out")
+def avg_pool1d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, out):
+    kernel, stride = tuple(kernel_size), tuple(stride) or tuple(kernel_size)
+    avg_pool("aten::avg_pool1d.out", 2, _as_2d(self), (1, *kernel), (1, *stride), (0, *padding),
+             ceil_mode, count_include_pad, None, _as_2d(out))
+
+
+@register_kernel("aten::adaptive_avg_pool1d.out")
+def adaptive_avg_pool1d(self, output_size, out):
+    adaptive_avg_pool("aten::adaptive_avg_pool1d.out", 2, _as_2d(self), (1, *output_size), _as_2d(out))
