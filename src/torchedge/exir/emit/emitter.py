@@ -17,6 +17,7 @@ from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
 from torchedge.exir.backend.lowered_module import LoweredBackendModule, executorch_call_delegate
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
 from torchedge.exir.emit.delegates import DelegateTable
+from torchedge.exir.emit.dim_order import dim_order_variant
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import out_argument_names
 from torchedge.exir.passes.out_variant import bind_arguments
@@ -177,6 +178,9 @@ class MethodEmitter(torch.fx.Interpreter):
     def _emit_kernel_call(self, op: torch._ops.OpOverload, args, kwargs):
         schema = op._schema
         bound = bind_arguments(op, args, kwargs)
+        converted = dim_order_variant(op, bound, self.node.meta["val"].dim())
+        if converted is not None:
+            return self._emit_dim_order_copy(*converted, out=bound["out"])
         arg_indices = []
         for schema_arg in schema.arguments:
             if schema_arg.name in bound:
@@ -197,6 +201,14 @@ class MethodEmitter(torch.fx.Interpreter):
         if not outs:
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
         return outs[0] if len(outs) == 1 else list(outs)
+
+    def _emit_dim_order_copy(self, name: str, arguments: list, out: Value) -> Value:
+        """``[self, non_blocking, dim_order, out, out]``, as ExecuTorch emits its dim-order copies."""
+        self_value, non_blocking, order = arguments
+        indices = [self_value.index, self._add_literal(non_blocking), self._list(order, None), out.index, out.index]
+        op_index = self.operators.setdefault((name, "out"), len(self.operators))
+        self._append(KernelCall(op_index=op_index, args=indices))
+        return out
 
     def _emit_view(self, base: Value, shape, spec: TensorSpec) -> Value:
         """A view of planned memory is just a value; of caller-supplied memory, an ``et_view`` call."""
