@@ -34,12 +34,14 @@ def _executorch_xnnpack(model, inputs):
     portable_lib._unsafe_reset_threadpool(1)
     try:
         buffer = et_lower(torch.export.export(model, inputs), partitioner=[XnnpackPartitioner()]).to_executorch().buffer
-        method = ETRuntime.get().load_program(buffer).load_method("forward")
+        program = ETRuntime.get().load_program(buffer)
+        method = program.load_method("forward")
         method.execute(list(inputs))
     except Exception as e:  # report the baseline's failure instead of stopping the whole run
         print(f"  ExecuTorch + XNNPACK failed on this model: {type(e).__name__}: {str(e)[:80]}")
         return None
-    return lambda: method.execute(list(inputs))
+    keep_alive = (buffer, program)  # ExecuTorch reads the program's bytes in place
+    return lambda: keep_alive and method.execute(list(inputs))
 
 
 def _torch_onnx(model, inputs):
