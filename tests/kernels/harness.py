@@ -7,12 +7,19 @@ ScalarType codes), preallocates outs of the reference's shapes and dtypes, runs 
 kernel, and compares: exactly for integers and bool, with tolerances for floats.
 Outs of two or more dims are tried a second time as non-contiguous (transposed) views.
 When the reference raises, the kernel must raise too.
+
+Every dtype runs through it, bfloat16 included: torch cannot hand bfloat16 tensors to
+NumPy, so `to_numpy` and `from_numpy` convert them bit for bit (an int16 view read as
+``ml_dtypes.bfloat16``), and bfloat16 results are compared in float32 with ``BF16_TOL``.
+The dtype names below (``B``, ``U8`` ... ``F64``, ``INTS``, ``FLOATS``, ``ALL``) are the ones
+the test tables share.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 import pytest
 import torch
@@ -21,11 +28,50 @@ from torchedge.errors import KernelError
 from torchedge.kernels.registry import get_kernel
 from torchedge.schema.scalar_type import scalar_type_of
 
+B, U8, I8, I16, I32, I64 = torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64
+F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
+INTS = [U8, I8, I16, I32, I64]
+FLOATS = [F16, BF16, F32, F64]
+ALL = [B, *INTS, *FLOATS]  # the ten dtypes models use
+
+NP_BF16 = np.dtype(ml_dtypes.bfloat16)
+BF16_TOL = 1e-2  # 8 significant bits: one rounding step is up to 2**-7 relative
+
 TOLERANCES = {  # dtype -> (rtol, atol)
     np.dtype(np.float16): (2e-3, 2e-3),
+    NP_BF16: (BF16_TOL, BF16_TOL),
     np.dtype(np.float32): (1e-5, 1e-6),
     np.dtype(np.float64): (1e-10, 1e-12),
 }
+
+
+# -- torch <-> NumPy, bfloat16 included ------------------------------------------------------
+
+
+def numpy_dtype_of(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype of a torch dtype (``ml_dtypes.bfloat16`` for bfloat16)."""
+    return NP_BF16 if dtype == BF16 else torch.empty(0, dtype=dtype).numpy().dtype
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A contiguous NumPy copy of ``tensor``; bfloat16 bit for bit as ``ml_dtypes.bfloat16``."""
+    tensor = tensor.detach().contiguous()
+    if tensor.dtype == BF16:
+        return tensor.view(torch.int16).numpy().view(NP_BF16).copy()
+    return tensor.numpy().copy()
+
+
+def from_numpy(array: np.ndarray) -> torch.Tensor:
+    """The torch tensor of ``array`` (a copy); ``ml_dtypes.bfloat16`` becomes torch.bfloat16."""
+    array = np.ascontiguousarray(array)
+    if array.dtype == NP_BF16:
+        return torch.from_numpy(array.view(np.int16).copy()).view(BF16)
+    return torch.from_numpy(array.copy())
+
+
+def as_float(array: np.ndarray) -> np.ndarray:
+    """bfloat16 arrays as float32 (exactly), for NumPy's comparisons; other arrays as they are."""
+    return array.astype(np.float32) if array.dtype == NP_BF16 else array
 
 _RNG = np.random.default_rng(0)
 
@@ -60,11 +106,11 @@ class Case:
 
 def to_kernel_arg(value):
     if isinstance(value, torch.Tensor):
-        array = value.detach().numpy().copy()
+        array = to_numpy(value)
         array.setflags(write=False)  # kernels must not write into their inputs
         return array
     if isinstance(value, torch.dtype):
-        return int(scalar_type_of(torch.empty(0, dtype=value).numpy().dtype))
+        return int(scalar_type_of(numpy_dtype_of(value)))
     if isinstance(value, list):
         return [to_kernel_arg(v) for v in value]
     return value
@@ -77,24 +123,29 @@ def _as_list(result):
 
 
 def _empty_out(want: torch.Tensor, transposed: bool) -> np.ndarray:
-    dtype = want.numpy().dtype
+    dtype = numpy_dtype_of(want.dtype)
     if transposed:
         return np.empty(tuple(reversed(want.shape)), dtype).T
     return np.empty(tuple(want.shape), dtype)
 
 
-def assert_close(got: np.ndarray, want: np.ndarray, rtol=None, atol=None, what="out") -> None:
+def assert_close(got: np.ndarray, want: np.ndarray, rtol=None, atol=None, what="out", tolerances=None) -> None:
+    """Equal shapes and dtypes, then values: exact for integers and bool, within tolerances
+    for floats (bfloat16 compared in float32). ``rtol``/``atol`` override the defaults of
+    ``TOLERANCES``, which ``tolerances`` (dtype -> (rtol, atol)) may override per dtype."""
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    if want.dtype.kind in "fc":
-        default_rtol, default_atol = TOLERANCES.get(want.dtype, (1e-5, 1e-6))
-        np.testing.assert_allclose(got, want, rtol=rtol or default_rtol, atol=atol or default_atol,
-                                   equal_nan=True, err_msg=what)
+    if want.dtype.kind in "fc" or want.dtype == NP_BF16:
+        default_rtol, default_atol = {**TOLERANCES, **(tolerances or {})}.get(want.dtype, (1e-5, 1e-6))
+        np.testing.assert_allclose(as_float(got), as_float(want), rtol=rtol or default_rtol,
+                                   atol=atol or default_atol, equal_nan=True, err_msg=what)
     else:
         np.testing.assert_array_equal(got, want, err_msg=what)
 
 
-def run_case(case: Case) -> None:
+def run_case(case: Case, tolerances=None) -> None:
+    """Run ``case`` against its reference; ``tolerances`` (dtype -> (rtol, atol)) overrides the
+    default tolerances of `assert_close` for outs of those dtypes."""
     kernel = get_kernel(case.op)
     args = [to_kernel_arg(a) for a in case.args]
     try:
@@ -114,10 +165,10 @@ def run_case(case: Case) -> None:
         outs = [_empty_out(w, transposed and w.ndim >= 2) for w in wants]
         result = kernel.fn(*args, outs) if as_list else kernel.fn(*args, *outs)
         assert result is None, f"{case.op} returned {type(result).__name__}; out kernels return None"
-        got, want = outs, [w.numpy() for w in wants]
+        got, want = outs, [to_numpy(w) for w in wants]
         if case.compare is not None:
             case.compare(got, want)
             continue
         for i, (g, w) in enumerate(zip(got, want)):
             layout = "transposed" if transposed else "contiguous"
-            assert_close(g, w, case.rtol, case.atol, what=f"{case.op} out {i} ({layout} out)")
+            assert_close(g, w, case.rtol, case.atol, what=f"{case.op} out {i} ({layout} out)", tolerances=tolerances)

@@ -2,7 +2,7 @@
 
 Cases come from tables: (op, reference, inputs) crossed with the ten dtypes models use.
 Where PyTorch refuses a dtype, the kernel must raise `KernelError` too. bfloat16 tensors
-have no ``.numpy()``, so their cases run through `run`, which converts them bit for bit.
+run through the harness like every other dtype (compared in float32 with ``BF16_TOL``).
 """
 
 import math
@@ -11,71 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import Case, assert_close, positive, rand, run_case, to_kernel_arg
-from torchedge.errors import KernelError
+from tests.kernels.harness import (ALL, B, BF16, F16, F32, F64, FLOATS, I16, I32, I64, I8, INTS, U8, Case,
+                                   assert_close, positive, rand, run_case)
 from torchedge.kernels.registry import get_kernel
-from torchedge.schema.scalar_type import ScalarType, numpy_dtype
 
 aten = torch.ops.aten
-B, U8, I8, I16, I32, I64 = torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64
-F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
-INTS = [U8, I8, I16, I32, I64]
-FLOATS = [F16, BF16, F32, F64]
-ALL = [B, *INTS, *FLOATS]
-NP_BF16 = numpy_dtype(ScalarType.BFLOAT16)
-BF16_TOL = 1e-2  # 8 significant bits: one rounding step is up to 2**-7 relative
 INF, NAN = math.inf, math.nan
-
-
-# -- running cases with bfloat16 ---------------------------------------------------------
-
-
-def _kernel_arg(value):
-    if isinstance(value, torch.Tensor) and value.dtype == BF16:
-        array = value.detach().contiguous().view(torch.int16).numpy().view(NP_BF16).copy()
-        array.setflags(write=False)
-        return array
-    return to_kernel_arg(value)
-
-
-def _has_bf16(case: Case) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.dtype == BF16 for a in case.args)
-
-
-def run(case: Case) -> None:
-    """`run_case`, extended to bfloat16 inputs (compared in float32 with ``BF16_TOL``)."""
-    if not _has_bf16(case):
-        run_case(case)
-        return
-    kernel = get_kernel(case.op)
-    args = [_kernel_arg(a) for a in case.args]
-    try:
-        expected = case.ref(*case.args)
-    except Exception as error:  # the kernel must refuse too
-        like = next(a for a in args if isinstance(a, np.ndarray))
-        with pytest.raises(KernelError):
-            kernel.fn(*args, np.empty(like.shape, like.dtype))
-            raise AssertionError(f"PyTorch raised {error!r} but the kernel did not")
-        return
-    want = _kernel_arg(expected)
-    got = np.empty(want.shape, want.dtype)
-    assert kernel.fn(*args, got) is None
-    assert got.dtype == want.dtype, f"{case.op}: dtype {got.dtype} != {want.dtype}"
-    if case.compare is not None:
-        case.compare([got], [want])
-    elif want.dtype == NP_BF16:
-        assert_close(got.astype(np.float32), want.astype(np.float32), case.rtol or BF16_TOL, case.atol or BF16_TOL)
-    else:
-        assert_close(got, want, case.rtol, case.atol)
 
 
 def same_zeros(got, want):
     """Values close, and zeros carry the same sign (round(-0.4) is -0.0, sign(-0.0) is 0.0)."""
     for g, w in zip(got, want):
-        if w.dtype == NP_BF16:
-            assert_close(g.astype(np.float32), w.astype(np.float32), BF16_TOL, BF16_TOL)
-        else:
-            assert_close(g, w)
+        assert_close(g, w)  # bfloat16 in float32 with BF16_TOL
         zeros = w.astype(np.float32) == 0
         np.testing.assert_array_equal(np.signbit(g.astype(np.float32)[zeros]), np.signbit(w.astype(np.float32)[zeros]),
                                       err_msg="sign of zero")
@@ -333,7 +280,7 @@ CASES = [*_unary_cases(), *_unary_with_arguments_cases(), *_binary_cases(), *_sc
 
 @pytest.mark.parametrize("case", [c.param() for c in CASES])
 def test_elementwise_core(case):
-    run(case)
+    run_case(case)
 
 
 def test_in_place_out_aliasing_an_input():

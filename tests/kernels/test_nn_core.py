@@ -2,8 +2,8 @@
 pooling, padding, resizing, grid sampling, norms, fold/unfold, backward ops and FFTs.
 
 Cases come from tables of (operator, reference, argument configurations, dtypes); every
-configuration runs in every dtype of its row. bfloat16 runs through `check`, which feeds
-the kernel ml_dtypes arrays and compares in float32.
+configuration runs in every dtype of its row, bfloat16 included (the harness feeds the
+kernel ml_dtypes arrays and compares in float32).
 """
 
 import math
@@ -12,46 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import Case, assert_close, positive, rand, run_case, to_kernel_arg
+from tests.kernels.harness import (BF16, F16, F32, F64, FLOATS, I8, I32, I64, U8, Case, assert_close, positive, rand,
+                                   run_case, to_kernel_arg)
 from torchedge.kernels.registry import get_kernel
-from torchedge.schema.scalar_type import ScalarType, numpy_dtype
 
 aten = torch.ops.aten
-F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
-U8, I8, I32, I64 = torch.uint8, torch.int8, torch.int32, torch.int64
-FLOATS = [F16, BF16, F32, F64]
-NP_BF16 = numpy_dtype(ScalarType.BFLOAT16)
 TOL = {F16: (1e-2, 1e-2), BF16: (3e-2, 3e-2), F32: (1e-4, 1e-4), F64: (1e-10, 1e-10)}
-
-
-def _kernel_arg(value):
-    if isinstance(value, torch.Tensor) and value.dtype == BF16:
-        array = value.detach().contiguous().view(torch.int16).numpy().view(NP_BF16).copy()
-        array.setflags(write=False)
-        return array
-    if isinstance(value, list):
-        return [_kernel_arg(v) for v in value]
-    return to_kernel_arg(value)
-
-
-def _as_numpy(tensor):
-    return tensor.float().numpy() if tensor.dtype == BF16 else tensor.numpy()
-
-
-def check(case: Case) -> None:
-    """`run_case`, also for bfloat16 tensors (which torch cannot hand to NumPy)."""
-    if not any(isinstance(a, torch.Tensor) and a.dtype == BF16 for a in case.args):
-        run_case(case)
-        return
-    kernel = get_kernel(case.op)
-    wants = case.ref(*case.args)
-    wants = [wants] if isinstance(wants, torch.Tensor) else list(wants)
-    outs = [np.empty(tuple(w.shape), NP_BF16 if w.dtype == BF16 else w.numpy().dtype) for w in wants]
-    kernel.fn(*[_kernel_arg(a) for a in case.args], *outs)
-    for i, (got, want) in enumerate(zip(outs, wants)):
-        if want.dtype == BF16:
-            got = got.astype(np.float32)
-        assert_close(got, _as_numpy(want), case.rtol, case.atol, what=f"{case.op} out {i}")
 
 
 def _cases(op, ref, configs, dtypes, tol=None, name=None):
@@ -328,7 +294,7 @@ CASES = [*_convolution_cases(), *_pooling_cases(), *_padding_cases(), *_resize_c
 
 @pytest.mark.parametrize("case", CASES)
 def test_nn_core(case):
-    check(case)
+    run_case(case)
 
 
 # -- batch norm: the running stats are updated in place ---------------------------------------

@@ -1,30 +1,23 @@
 """Core-ATen reductions, sorts, scatters, gathers, shape copies, creation and random kernels
 against PyTorch eager, over every dtype models use (bfloat16 included).
 
-Cases come from tables of (op, reference, dtypes, arguments). The harness cannot turn
-bfloat16 tensors into NumPy arrays, so bfloat16 cases run through `_run_bf16` here, which
-follows `run_case` with ml_dtypes arrays; data-dependent outputs (nonzero, masked_select)
-run through `_run_dynamic`, since those kernels return their result.
+Cases come from tables of (op, reference, dtypes, arguments) and run through the harness,
+bfloat16 included; data-dependent outputs (nonzero, masked_select) run through
+`_run_dynamic`, since those kernels return their result.
 """
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import Case, assert_close, rand, run_case
+from tests.kernels.harness import (ALL, B, BF16, F16, F32, F64, FLOATS, I16, I32, I64, I8, NP_BF16, U8, Case,
+                                   as_float, assert_close, numpy_dtype_of, rand, run_case, to_kernel_arg, to_numpy)
 from torchedge.errors import KernelError
 from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.portable import random as random_kernels
 from torchedge.kernels.registry import get_kernel
-from torchedge.schema.scalar_type import scalar_type_of
 
 aten = torch.ops.aten
-B, U8, I8, I16, I32, I64 = torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64
-F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
-INTS = [U8, I8, I16, I32, I64]
-FLOATS = [F16, BF16, F32, F64]
-ALL = [B, *INTS, *FLOATS]
 NAN = float("nan")
 LOW_PRECISION = {F16: 1e-2, BF16: 2e-2}
 
@@ -39,93 +32,28 @@ def _name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-# ---- running cases: bfloat16 and data-dependent outputs ----------------------------------
+# ---- running cases ----------------------------------------------------------------------
 
-def _np_dtype(dtype: torch.dtype) -> np.dtype:
-    return np.dtype(ml_dtypes.bfloat16) if dtype == BF16 else torch.empty(0, dtype=dtype).numpy().dtype
-
-
-def _to_numpy(t: torch.Tensor) -> np.ndarray:
-    t = t.detach().contiguous()
-    if t.dtype == BF16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
-    return t.numpy().copy()
-
-
-def _kernel_arg(value):
-    if isinstance(value, torch.Tensor):
-        array = _to_numpy(value)
-        array.setflags(write=False)
-        return array
-    if isinstance(value, torch.dtype):
-        return int(scalar_type_of(_np_dtype(value)))
-    if isinstance(value, list):
-        return [_kernel_arg(v) for v in value]
-    return value
-
-
-def _as_float(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.float32) if a.dtype == ml_dtypes.bfloat16 else a
-
-
-def _touches_bf16(case: Case) -> bool:
-    """Whether an argument or the reference's result is (or names) bfloat16."""
-    values = [v for a in case.args for v in (a if isinstance(a, list) else [a])]
-    if any(v is BF16 or (isinstance(v, torch.Tensor) and v.dtype == BF16) for v in values):
-        return True
-    try:
-        result = case.ref(*case.args)
-    except Exception:
-        return False
-    return any(r.dtype == BF16 for r in ([result] if isinstance(result, torch.Tensor) else result))
-
-
-def _reference(case: Case, kernel, args, refusal_outs):
-    """The reference result; None once the kernel has refused (with ``refusal_outs()``) what
-    torch refuses."""
-    try:
-        return case.ref(*case.args)
-    except Exception:
-        with pytest.raises(KernelError):
-            kernel.fn(*args, *refusal_outs())
-        return None
-
-
-def _run_bf16(case: Case) -> None:
-    """`run_case` for cases with bfloat16 tensors (compared as float32)."""
-    kernel = get_kernel(case.op)
-    args = [_kernel_arg(a) for a in case.args]
-    like = next((a for a in args if isinstance(a, np.ndarray)), None)
-    expected = _reference(case, kernel, args,
-                          lambda: [np.empty(like.shape, like.dtype) for _ in range(kernel.num_args - len(args))])
-    if expected is None:
-        return
-    wants = [expected] if isinstance(expected, torch.Tensor) else list(expected)
-    for transposed in (False, True):
-        outs = [np.empty(tuple(reversed(w.shape)), _np_dtype(w.dtype)).T if transposed
-                else np.empty(tuple(w.shape), _np_dtype(w.dtype)) for w in wants]
-        result = kernel.fn(*args, outs) if isinstance(expected, list) else kernel.fn(*args, *outs)
-        assert result is None
-        want = [_to_numpy(w) for w in wants]
-        if case.compare is not None:
-            case.compare(outs, want)
-            continue
-        for i, (g, w) in enumerate(zip(outs, want)):
-            assert g.dtype == w.dtype, f"out {i}: dtype {g.dtype} != {w.dtype}"
-            assert_close(_as_float(g), _as_float(w), case.rtol, case.atol, what=f"{case.op} out {i}")
+# bfloat16 outs of cases without their own tolerances must match to float32 precision (as
+# exact as bfloat16 holds), stricter than the harness's default for bfloat16.
+BF16_EXACT = {NP_BF16: (1e-5, 1e-6)}
 
 
 def _run(case: Case) -> None:
-    (_run_bf16 if _touches_bf16(case) else run_case)(case)
+    run_case(case, tolerances=BF16_EXACT)
 
 
 def _run_dynamic(case: Case) -> None:
     """Kernels of data-dependent outputs return an allocated result instead of filling out."""
     kernel = get_kernel(case.op)
-    args = [_kernel_arg(a) for a in case.args]
-    want = _reference(case, kernel, args, lambda: [None])
-    if want is not None:
-        assert_close(_as_float(kernel.fn(*args, None)), _as_float(_to_numpy(want)), what=case.op)
+    args = [to_kernel_arg(a) for a in case.args]
+    try:
+        want = case.ref(*case.args)
+    except Exception:  # the kernel must refuse too
+        with pytest.raises(KernelError):
+            kernel.fn(*args, None)
+        return
+    assert_close(as_float(kernel.fn(*args, None)), as_float(to_numpy(want)), what=case.op)
 
 
 # ---- inputs ------------------------------------------------------------------------------
@@ -156,18 +84,18 @@ def _sorted_consistently(x: torch.Tensor, dim: int):
     must be a permutation pointing at them."""
 
     def compare(got, want):
-        a = _to_numpy(x).reshape(x.shape or (1,))
+        a = to_numpy(x).reshape(x.shape or (1,))
         values, indices = (g.reshape(a.shape) for g in got)
-        np.testing.assert_array_equal(_as_float(values), _as_float(want[0].reshape(a.shape)))
+        np.testing.assert_array_equal(as_float(values), as_float(want[0].reshape(a.shape)))
         np.testing.assert_array_equal(np.sort(indices, axis=dim), np.sort(want[1].reshape(a.shape), axis=dim))
-        np.testing.assert_array_equal(_as_float(np.take_along_axis(a, indices, axis=dim)), _as_float(values))
+        np.testing.assert_array_equal(as_float(np.take_along_axis(a, indices, axis=dim)), as_float(values))
 
     return compare
 
 
 def _values_only(got, want):
     """topk with ties may pick any of the tied indices."""
-    assert_close(_as_float(got[0]), _as_float(want[0]))
+    assert_close(as_float(got[0]), as_float(want[0]))
 
 
 # (op, reference, dtypes, kernel arguments after self for (dim, flag)); flag is keepdim or descending
@@ -582,12 +510,12 @@ RANDOM_DTYPES = [F16, BF16, F32, F64]
 @pytest.mark.parametrize("dtype", RANDOM_DTYPES, ids=_name)
 def test_rand_and_randn_statistics(dtype):
     random_kernels.manual_seed(0)
-    uniform = np.empty((200, 100), _np_dtype(dtype))
+    uniform = np.empty((200, 100), numpy_dtype_of(dtype))
     get_kernel("aten::rand.out").fn([200, 100], uniform)
     values = uniform.astype(np.float64)
     assert values.min() >= 0 and values.max() < 1
     assert abs(values.mean() - 0.5) < 0.01 and abs(values.std() - 12 ** -0.5) < 0.01
-    normal = np.empty((200, 100), _np_dtype(dtype)).T  # a non-contiguous out
+    normal = np.empty((200, 100), numpy_dtype_of(dtype)).T  # a non-contiguous out
     get_kernel("aten::randn.out").fn([100, 200], normal)
     values = normal.astype(np.float64)
     assert abs(values.mean()) < 0.03 and abs(values.std() - 1) < 0.03
@@ -595,7 +523,7 @@ def test_rand_and_randn_statistics(dtype):
 
 @pytest.mark.parametrize("dtype", ALL, ids=_name)
 def test_random_kernels_refuse_what_torch_refuses(dtype):
-    out = np.empty((3,), _np_dtype(dtype))
+    out = np.empty((3,), numpy_dtype_of(dtype))
     for op in ["aten::rand.out", "aten::randn.out"]:
         if dtype.is_floating_point:
             get_kernel(op).fn([3], out)
@@ -609,7 +537,7 @@ def test_random_kernels_refuse_what_torch_refuses(dtype):
 @pytest.mark.parametrize("dtype", [d for d in ALL if d != B], ids=_name)
 def test_randperm_is_a_permutation(dtype):
     n = 100
-    out = np.empty((n,), _np_dtype(dtype))
+    out = np.empty((n,), numpy_dtype_of(dtype))
     get_kernel("aten::randperm.out").fn(n, out)
     np.testing.assert_array_equal(np.sort(out.astype(np.float64)), np.arange(n))
     assert torch.randperm(n, dtype=dtype).shape == (n,)
@@ -618,20 +546,20 @@ def test_randperm_is_a_permutation(dtype):
 @pytest.mark.parametrize("dtype,n", [(B, 3), (U8, 300), (I8, 200), (F16, 2050), (BF16, 300)])
 def test_randperm_refuses_values_the_dtype_cannot_hold(dtype, n):
     with pytest.raises(KernelError):
-        get_kernel("aten::randperm.out").fn(n, np.empty((n,), _np_dtype(dtype)))
+        get_kernel("aten::randperm.out").fn(n, np.empty((n,), numpy_dtype_of(dtype)))
 
 
 @pytest.mark.parametrize("dtype", RANDOM_DTYPES, ids=_name)
 @pytest.mark.parametrize("p", [0.0, 0.3, 1.0])
 def test_dropout_in_training(dtype, p):
     x = rand(100, 100, dtype=F32, low=1.0, high=2.0).to(dtype)
-    out, mask = np.empty((100, 100), _np_dtype(dtype)), np.empty((100, 100), np.bool_)
-    get_kernel("aten::native_dropout.out").fn(_kernel_arg(x), p, True, out, mask)
+    out, mask = np.empty((100, 100), numpy_dtype_of(dtype)), np.empty((100, 100), np.bool_)
+    get_kernel("aten::native_dropout.out").fn(to_kernel_arg(x), p, True, out, mask)
     torch_out, torch_mask = aten.native_dropout(x, p, True)
     assert torch_out.shape == out.shape and torch_mask.dtype == torch.bool
     assert abs(mask.mean() - (1 - p)) < 0.03
     scale = 0.0 if p == 1 else 1 / (1 - p)
-    want = _to_numpy(x).astype(np.float32) * mask * scale
+    want = to_numpy(x).astype(np.float32) * mask * scale
     tol = LOW_PRECISION.get(dtype, 1e-6)
     np.testing.assert_allclose(out.astype(np.float32), want, rtol=tol, atol=tol)
 
