@@ -81,3 +81,14 @@ def test_missing_backend_is_named_by_both_runtimes():
     with pytest.raises(Exception) as info:  # the real ExecuTorch loads the file, then misses the backend
         executorch_run(buffer, inputs)
     assert "NestedPteBackend" in str(info.value) or "0x" in str(info.value)
+
+
+def test_delegate_to_a_backend_the_target_lacks_fails_to_compile():
+    from torchedge.errors import ExportError
+    from torchedge.exir import ExecutorchBackendConfig
+
+    model, inputs = Model().eval(), _inputs()
+    edge = to_edge(torch.export.export(model, inputs)).to_backend(OpsPartitioner({"aten.relu.default"}))
+    with pytest.raises(ExportError, match="backend 'NestedPteBackend'"):
+        edge.to_executorch(ExecutorchBackendConfig(backend_set=["XnnpackBackend"]))
+    edge.to_executorch(ExecutorchBackendConfig(backend_set=["NestedPteBackend"]))

@@ -103,3 +103,13 @@ def test_dtype_constraint_violation_names_dtypes_found_and_allowed():
     message = str(info.value)
     assert "aten::sigmoid" in message and "Int" in message and "Float" in message
     assert "test_verification.py" in message
+
+
+def test_backend_config_passes_run_before_lowering():
+    from torchedge.exir import ExecutorchBackendConfig
+
+    program = _edge().to_executorch(ExecutorchBackendConfig(passes=[ReluToTanh()]))
+    ops = {o.name for o in program.program.execution_plan[0].operators}
+    assert "aten::tanh" in ops and "aten::relu" not in ops
+    x = torch.randn(3, 4)
+    assert_matches(torchedge_run(program.buffer, [x]), [(torch.sigmoid(x) + torch.tanh(x)).numpy()])

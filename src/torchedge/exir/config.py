@@ -33,6 +33,7 @@ class ExecutorchBackendConfig:
     kernel_set: operator names (``"aten::add.out"``) the target runtime provides, for
       example those of a C++ ExecuTorch build; ``None`` means torchedge's own runtime.
       Compilation fails on an operator the target lacks (``check_kernels=False`` skips it).
+    backend_set: backend ids the target runtime has; delegates to any other fail to compile.
     emit_stacktrace: write each instruction's source stack trace into the `.pte`.
     """
 
@@ -42,5 +43,6 @@ class ExecutorchBackendConfig:
     segment_alignment: int = 128
     constant_tensor_alignment: int = 16
     kernel_set: Iterable[str] | None = None
+    backend_set: Iterable[str] | None = None
     check_kernels: bool = True
     emit_stacktrace: bool = False

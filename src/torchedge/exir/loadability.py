@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import op_name
 from torchedge.exir.source import describe_node
@@ -39,17 +40,33 @@ def _dtypes(node: torch.fx.Node) -> str:
     return ", ".join(dtypes) or "no tensor inputs"
 
 
-def check_loadable(graph_module: torch.fx.GraphModule, method: str, available: Callable[[str], bool]) -> None:
-    """Raise `ExportError` listing every operator of the method that the target cannot run."""
+def _delegate_problem(node: torch.fx.Node, backends: Iterable[str] | None) -> str | None:
+    lowered = getattr(node.graph.owning_module, node.args[0].target)
+    if backends is not None and lowered.backend_id not in backends:
+        return f"  backend '{lowered.backend_id}' (a delegate call) {describe_node(node)}"
+    return None
+
+
+def check_loadable(graph_module: torch.fx.GraphModule, method: str, available: Callable[[str], bool],
+                   backends: Iterable[str] | None = None) -> None:
+    """Raise `ExportError` listing every operator (and delegate backend) the target cannot run.
+
+    ``backends``: the backend ids the target runtime has; None accepts any.
+    """
     problems = []
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or node.target in (alloc, view, operator.getitem):
             continue
+        if node.target is executorch_call_delegate:
+            problem = _delegate_problem(node, backends)
+            if problem:
+                problems.append(problem)
+            continue
         if not isinstance(node.target, torch._ops.OpOverload):
-            continue  # delegate calls: the backend's own runtime checks what it received
+            continue
         name = op_name(node.target)
         if not available(name):
             problems.append(f"  operator '{name}' called with ({_dtypes(node)}) {describe_node(node)}")
     if problems:
-        raise ExportError(f"method '{method}' would not load: the target kernel set lacks\n" + "\n".join(problems)
+        raise ExportError(f"method '{method}' would not load: the target lacks\n" + "\n".join(problems)
                           + "\nregister a kernel for it, target another kernel set, or delegate it to a backend")

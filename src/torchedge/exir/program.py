@@ -135,7 +135,7 @@ class EdgeProgramManager:
             gm = copy.deepcopy(ep.graph_module)
             gm = run_passes(gm, [*config.passes, ShareViewsPass(constant_names), OutVariantPass()])
             if config.check_kernels:
-                check_loadable(gm, name, available)
+                check_loadable(gm, name, available, config.backend_set)
             assign_specs(gm, constant_names)
             planner = config.memory_planning_pass
             planner(gm)
