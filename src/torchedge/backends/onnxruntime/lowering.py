@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
 import onnx
 import torch
 from onnx import helper
@@ -66,7 +67,7 @@ def _describe(node: torch.fx.Node) -> str:
     return f"{what} {describe_node(node)}"
 
 
-def _needed_nodes(graph: torch.fx.Graph, inputs: list, outputs: list, constants: dict) -> list[torch.fx.Node]:
+def _needed_nodes(graph: torch.fx.Graph, inputs: set, outputs: list, constants: dict) -> list[torch.fx.Node]:
     """The nodes that compute ``outputs`` from ``inputs`` and constants, in graph order."""
     needed, stack = set(), list(outputs)
     while stack:
@@ -76,18 +77,17 @@ def _needed_nodes(graph: torch.fx.Graph, inputs: list, outputs: list, constants:
         needed.add(node)
         if node.op == "call_function":
             stack.extend(node.all_input_nodes)
-        elif node.op != "get_attr" and node.name not in constants:
+        elif node.name not in constants:
             raise ExportError(f"the partition reads {node.op} '{node.name}', which is neither one of its "
                               "inputs nor a constant: pass it in `inputs` or `constants`")
     return [n for n in graph.nodes if n in needed]
 
 
-def _constant_value(graph_module: torch.fx.GraphModule, node: torch.fx.Node, constants: dict) -> torch.Tensor:
-    value = constants[node.name] if node.name in constants else operator.attrgetter(node.target)(graph_module)
+def _constant_array(name: str, value) -> np.ndarray:
     if not isinstance(value, torch.Tensor) or value.dtype not in ONNX_DTYPES:
-        raise ExportError(f"constant '{node.name}' must be a tensor of one of the dtypes "
+        raise ExportError(f"constant '{name}' must be a tensor of one of the dtypes "
                           f"{sorted(map(str, ONNX_DTYPES))}, got {getattr(value, 'dtype', type(value).__name__)}")
-    return value.detach().contiguous()
+    return value.detach().contiguous().numpy()
 
 
 def _io_value(node, role: str) -> torch.Tensor:
@@ -103,9 +103,9 @@ def lower_graph(graph_module: torch.fx.GraphModule, inputs: list[torch.fx.Node],
     """Translate what computes ``outputs`` from ``inputs`` into an ONNX model.
 
     ``inputs`` become graph inputs ``input_0, ...`` and ``outputs`` graph outputs
-    ``output_0, ...``, in the order given. ``constants`` maps node names
-    (placeholders holding parameters, buffers, lifted constants) to their values,
-    which become initializers; ``get_attr`` nodes are read from ``graph_module``.
+    ``output_0, ...``, in the order given. ``constants`` maps the names of the
+    placeholders holding parameters, buffers and lifted constants to their values,
+    which become initializers. Only the nodes the outputs need are translated.
     """
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ExportError(f"ONNX opset {opset} is not supported: use {MIN_OPSET} to {MAX_OPSET}")
@@ -114,9 +114,9 @@ def lower_graph(graph_module: torch.fx.GraphModule, inputs: list[torch.fx.Node],
     output_infos = [value_info(g.fresh(f"output_{i}"), _io_value(n, "output")) for i, n in enumerate(outputs)]
     for node, info in zip(inputs, input_infos):
         g.bind(node, info.name)
-    for node in _needed_nodes(graph_module.graph, list(inputs), list(outputs), constants):
+    for node in _needed_nodes(graph_module.graph, set(inputs), list(outputs), constants):
         if node.op != "call_function":
-            g.bind(node, g.constant(_constant_value(graph_module, node, constants).numpy(), hint=node.name))
+            g.bind(node, g.constant(_constant_array(node.name, constants[node.name]), hint=node.name))
         elif not is_supported(node):
             raise ExportError(f"the ONNX lowering cannot translate {_describe(node)}: the operator, "
                               "its arguments or its dtypes are not supported")

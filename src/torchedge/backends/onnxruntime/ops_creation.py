@@ -1,6 +1,7 @@
 """Operators that create tensors from literals (full, full_like, scalar_tensor, arange): emitted as constants.
 
 Shapes are static, so these are evaluated once, here, with PyTorch itself.
+`to_edge` usually folds them already; they remain when ``fold_constants`` is off.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ def _placeholder_value(node: torch.fx.Node) -> torch.Tensor:
     return torch.zeros([int(s) for s in val.shape], dtype=val.dtype)
 
 
-@lowers(aten.full.default, aten.full_like.default, aten.scalar_tensor.default,
-        aten.arange.default, aten.arange.start, aten.arange.start_step)
+@lowers(aten.full.default, aten.full_like.default, aten.scalar_tensor.default, aten.arange.start_step)
 def _evaluated(g: GraphBuilder, a: NodeArgs) -> str:
     node = a.node
     args = torch.fx.node.map_arg(node.args, _placeholder_value)

@@ -1,4 +1,4 @@
-"""Reductions (mean, sum, amax, amin, any, all) and cumsum."""
+"""Reductions (mean, sum, amax, amin, any) and cumsum; ``all`` reaches the Edge dialect as ``any``."""
 
 from __future__ import annotations
 
@@ -37,22 +37,17 @@ def _reduction(op_type: str):
     return translate
 
 
-def _truth_reduction(op_type: str):
-    """``any`` is the maximum and ``all`` the minimum of the truth values, taken as int32 (uint8 in, uint8 out)."""
-
-    def translate(g: GraphBuilder, a: NodeArgs) -> str:
-        truth = g.cast(g.tensor(a["self"], torch.bool), torch.int32)
-        return g.cast(_reduce(g, op_type, truth, a), a.out_dtype)
-
-    return translate
-
-
-lowers(aten.mean.dim, dtypes=FLOATS)(_reduction("ReduceMean"))
-lowers(aten.sum.dim_IntList, aten.sum.default, dtypes=NUMERIC)(_reduction("ReduceSum"))
+lowers(aten.mean.dim, aten.mean.default, dtypes=FLOATS)(_reduction("ReduceMean"))
+lowers(aten.sum.dim_IntList, dtypes=NUMERIC)(_reduction("ReduceSum"))
 lowers(aten.amax.default, dtypes=NUMERIC)(_reduction("ReduceMax"))
 lowers(aten.amin.default, dtypes=NUMERIC)(_reduction("ReduceMin"))
-lowers(aten.any.dim, aten.any.dims, aten.any.default)(_truth_reduction("ReduceMax"))
-lowers(aten.all.dim, aten.all.dims, aten.all.default)(_truth_reduction("ReduceMin"))
+
+
+@lowers(aten.any.dim, aten.any.dims, aten.any.default)
+def _any(g: GraphBuilder, a: NodeArgs) -> str:
+    """The maximum of the truth values taken as int32 (the output is bool, or uint8 for uint8 input)."""
+    truth = g.cast(g.tensor(a["self"], torch.bool), torch.int32)
+    return g.cast(_reduce(g, "ReduceMax", truth, a), a.out_dtype)
 
 
 @lowers(aten.cumsum.default, dtypes=NUMERIC, check=lambda a: a.rank() >= 1)
