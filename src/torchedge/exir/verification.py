@@ -63,9 +63,17 @@ def _dtype_problem(node: torch.fx.Node) -> str | None:
     bound = bind_arguments(node.target, node.args, node.kwargs)
     arg_dtypes = {name: value.meta["val"].dtype for name, value in bound.items()
                   if isinstance(value, torch.fx.Node) and isinstance(value.meta.get("val"), torch.Tensor)}
+    return check_node_dtypes(node.target, arg_dtypes, _return_dtypes(node))
+
+
+def _return_dtypes(node: torch.fx.Node) -> list:
+    """One entry per schema return: a dtype, a list of dtypes for ``Tensor[]``, None for non-tensors."""
     val = node.meta.get("val")
-    outs = val if isinstance(val, (tuple, list)) else [val]
-    return check_node_dtypes(node.target, arg_dtypes, [o.dtype for o in outs if isinstance(o, torch.Tensor)])
+    returns = node.target._schema.returns
+    if len(returns) == 1 and isinstance(returns[0].type, torch.ListType):
+        return [[v.dtype for v in val]]
+    values = val if isinstance(val, (tuple, list)) else [val]
+    return [v.dtype if isinstance(v, torch.Tensor) else None for v in values]
 
 
 def _describable_by_dim_order(t: torch.Tensor) -> bool:

@@ -26,7 +26,7 @@ def _target_order(memory_format, rank: int) -> tuple[int, ...] | None:
     return DIM_ORDERS.get(memory_format)
 
 
-def dim_order_variant(op, bound: dict, rank: int) -> tuple[str, list] | None:
+def dim_order_variant(op, bound: dict, result: torch.Tensor) -> tuple[str, list] | None:
     """``(operator name, [self, non_blocking, dim_order])`` when ``op`` sets an explicit layout.
 
     ``preserve_format`` (or none) keeps the aten operator: its output has its input's dim order.
@@ -34,7 +34,7 @@ def dim_order_variant(op, bound: dict, rank: int) -> tuple[str, list] | None:
     name = _VARIANTS.get(op)
     if name is None:
         return None
-    order = _target_order(bound.get("memory_format"), rank)
+    order = _target_order(bound.get("memory_format"), result.dim())
     if order is None:
         return None
     return f"dim_order_ops::{name}", [bound["self"], bool(bound.get("non_blocking", False)), list(order)]

@@ -178,7 +178,7 @@ class MethodEmitter(torch.fx.Interpreter):
     def _emit_kernel_call(self, op: torch._ops.OpOverload, args, kwargs):
         schema = op._schema
         bound = bind_arguments(op, args, kwargs)
-        converted = dim_order_variant(op, bound, self.node.meta["val"].dim())
+        converted = dim_order_variant(op, bound, self.node.meta["val"])
         if converted is not None:
             return self._emit_dim_order_copy(*converted, out=bound["out"])
         arg_indices = []
@@ -191,8 +191,8 @@ class MethodEmitter(torch.fx.Interpreter):
                 raise ExportError(f"operator {schema.name}.{schema.overload_name} is missing argument "
                                   f"'{schema_arg.name}'")
             arg_indices.append(self._argument(value, schema_arg.type))
-        outs = [bound[name] for name in out_argument_names(op)]
-        if len(outs) == 1:
+        outs = _flatten([bound[name] for name in out_argument_names(op)])
+        if len(outs) == 1 and schema.returns:
             arg_indices.append(outs[0].index)
         elif len(outs) > 1 and schema.returns:
             arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
@@ -345,6 +345,11 @@ def emit_constant_method(name: str, value) -> ExecutionPlan:
         delegates=[],
         non_const_buffer_sizes=[0],
     )
+
+
+def _flatten(values: list) -> list:
+    """Out arguments, with ``Tensor[]`` outs expanded into their tensors."""
+    return [v for value in values for v in (value if isinstance(value, (list, tuple)) else [value])]
 
 
 def _element_kind(arg_type) -> str | None:

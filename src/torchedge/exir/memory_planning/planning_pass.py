@@ -46,10 +46,15 @@ def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -
         elif node.op == "call_function" and node.target is executorch_call_delegate:
             node.meta["spec"] = tuple(buffer.meta["spec"] for buffer in node.kwargs["out"])
         elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
-            outs = [node.kwargs[a.name].meta["spec"] for a in node.target._schema.arguments
-                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+            outs = [buffer.meta["spec"] for a in node.target._schema.arguments
+                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+                    for buffer in _as_list(node.kwargs[a.name])]
             if outs:
                 node.meta["spec"] = outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _node_specs(node: torch.fx.Node) -> list[TensorSpec]:

@@ -30,6 +30,10 @@ def bind_arguments(op: torch._ops.OpOverload, args, kwargs) -> dict:
     return bound
 
 
+def _argument(op, name: str):
+    return next(a for a in op._schema.arguments if a.name == name)
+
+
 def _outputs_of(node: torch.fx.Node) -> list:
     val = node.meta.get("val")
     return list(val) if isinstance(val, (tuple, list)) else [val]
@@ -75,7 +79,11 @@ class OutVariantPass(PassBase):
 
     def _rewrite(self, graph: torch.fx.Graph, node: torch.fx.Node, out_op) -> None:
         bound = bind_arguments(node.target, node.args, node.kwargs)
-        bound.update(zip(out_argument_names(out_op), self._buffers(graph, node)))
+        names, buffers = out_argument_names(out_op), self._buffers(graph, node)
+        if len(names) == 1 and isinstance(_argument(out_op, names[0]).type, torch.ListType):
+            bound[names[0]] = buffers  # one Tensor[] out holding every output
+        else:
+            bound.update(zip(names, buffers))
         args, kwargs = [], {}
         positional = True
         for schema_arg in out_op._schema.arguments:

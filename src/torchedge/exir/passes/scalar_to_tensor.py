@@ -1,9 +1,9 @@
 """Turn Python scalars passed where a schema expects a Tensor into 0-d tensors.
 
-``add.Tensor(x, 1e-6)`` becomes ``add.Tensor(x, scalar_tensor(1e-6, dtype=float64))``;
+``add.Tensor(x, 1e-6)`` becomes ``add.Tensor(x, scalar_tensor(1e-6, dtype=x.dtype))``;
 constant folding then lifts the new node to a constant. A 0-d tensor ranks
 below dimensioned tensors in type promotion, exactly like the Python scalar it
-replaces, and float64/int64 keep the scalar's value exact.
+replaces; a float scalar takes the floating dtype the operator computes in.
 """
 
 from __future__ import annotations
@@ -16,6 +16,21 @@ from torchedge.exir.passes.pass_base import PassBase, PassResult
 __all__ = ["ScalarToTensorPass"]
 
 _DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
+
+
+def _scalar_dtype(value, node: torch.fx.Node) -> torch.dtype:
+    """A float scalar takes the floating dtype the operator computes in (its output, else a
+    floating input, else float64); ints and bools take int64 and bool."""
+    if type(value) is not float:
+        return _DTYPES[type(value)]
+    out = node.meta.get("val")
+    if isinstance(out, torch.Tensor) and out.dtype.is_floating_point:
+        return out.dtype
+    for arg in node.all_input_nodes:
+        val = arg.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype.is_floating_point:
+            return val.dtype
+    return torch.float64
 
 
 class ScalarToTensorPass(PassBase):
@@ -33,10 +48,10 @@ class ScalarToTensorPass(PassBase):
                 value = args[position] if in_args else kwargs.get(schema_arg.name)
                 if type(value) not in _DTYPES:
                     continue
+                dtype = _scalar_dtype(value, node)
                 with graph.inserting_before(node):
-                    scalar = graph.call_function(torch.ops.aten.scalar_tensor.default, (value,),
-                                                 {"dtype": _DTYPES[type(value)]})
-                scalar.meta["val"] = torch.tensor(value, dtype=_DTYPES[type(value)])
+                    scalar = graph.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
+                scalar.meta["val"] = torch.tensor(value, dtype=dtype)
                 inherit_debug_info(scalar, node)
                 if in_args:
                     args[position] = scalar
