@@ -109,6 +109,7 @@ def cmd_check(args) -> int:
 
     from torchedge.runtime import Runtime
 
+    torch.set_num_threads(1)  # compare like with like: the NumPy runtime runs on one thread
     model, inputs, program = _compile(args.model)
     _stage(f".pte is {len(program.buffer):,} bytes; loading it with the NumPy runtime")
     method = Runtime.get().load_program(program.buffer).load_method("forward")
