@@ -85,3 +85,13 @@ def test_missing_backend_is_named(monkeypatch):
         Runtime.get().load_program(program.buffer).load_method()
     with pytest.raises(RuntimeError):  # the real ExecuTorch loads the file and stops at the backend
         executorch_run(program.buffer, inputs)
+
+
+def test_repeated_runs_see_new_inputs():
+    """The IO binding is reused between runs: it must read the current input bytes every time."""
+    model, inputs, _ = _model("cnn")
+    program = _lower(model, inputs)
+    method = Runtime.get().load_program(program.buffer).load_method()
+    for seed in range(3):
+        x = torch.randn(inputs[0].shape, generator=torch.Generator().manual_seed(seed))
+        assert_matches(method.execute([x.numpy()]), torch_outputs(model, (x,)))
