@@ -23,7 +23,7 @@ class _Session:
     inputs: list[str]
     outputs: list[str]
     binding: object
-    bound_to: tuple = ()  # (address, shape) of each argument the binding currently points at
+    bound_to: tuple = ()  # the arrays the binding currently points at (kept alive, compared by identity)
 
 
 class OnnxRuntimeDelegate(BackendInterface):
@@ -56,12 +56,13 @@ class OnnxRuntimeDelegate(BackendInterface):
         if len(args) != n + len(handle.outputs):
             raise KernelError(f"{BACKEND_ID}: expected {n} inputs and {len(handle.outputs)} outputs, "
                               f"got {len(args)} values")
-        where = tuple((a.__array_interface__["data"][0], a.shape, a.flags.c_contiguous) for a in args)
-        if where == handle.bound_to and all(contiguous for _, _, contiguous in where):
+        bound = handle.bound_to
+        if len(bound) == len(args) and all(a is b for a, b in zip(args, bound)):
             handle.session.run_with_iobinding(handle.binding)
             return
         self._bind_and_run(handle, args, n)
-        handle.bound_to = where
+        # Only arrays bound in place can be reused; a staged (non-contiguous) output needs its copy-back.
+        handle.bound_to = tuple(args) if all(a.flags.c_contiguous for a in args) else ()
 
     @staticmethod
     def _bind_and_run(handle: _Session, args, n: int) -> None:
