@@ -257,27 +257,7 @@ class MethodEmitter(torch.fx.Interpreter):
         return self._add(EValue(val=IntList(items=boxed)))
 
     def _add_literal(self, value) -> int:
-        if value is None:
-            return self._add(EValue(val=Null()))
-        if isinstance(value, bool):
-            return self._add(EValue(val=Bool(bool_val=value)))
-        if isinstance(value, int):
-            return self._add(EValue(val=Int(int_val=value)))
-        if isinstance(value, float):
-            return self._add(EValue(val=Double(double_val=value)))
-        if isinstance(value, str):
-            return self._add(EValue(val=String(string_val=value)))
-        if isinstance(value, torch.dtype):
-            return self._add(EValue(val=Int(int_val=int(scalar_type(value)))))
-        if isinstance(value, torch.memory_format) and value in MEMORY_FORMAT_CODES:
-            return self._add(EValue(val=Int(int_val=MEMORY_FORMAT_CODES[value])))
-        if isinstance(value, torch.layout) and value in LAYOUT_CODES:
-            return self._add(EValue(val=Int(int_val=LAYOUT_CODES[value])))
-        if isinstance(value, torch.device):
-            if value.type != "cpu":
-                raise ExportError(f"device {value} is not supported: torchedge programs run on the CPU")
-            return self._add(EValue(val=Null()))
-        raise ExportError(f"cannot emit argument value {value!r} of type {type(value).__name__}")
+        return self._add(literal_evalue(value))
 
     # -- tensors ---------------------------------------------------------------
 
@@ -318,22 +298,38 @@ class MethodEmitter(torch.fx.Interpreter):
         return len(self.values) - 1
 
 
+def literal_evalue(value) -> EValue:
+    """The EValue of a literal argument: scalars, strings, dtypes, layouts, memory formats."""
+    if value is None:
+        return EValue(val=Null())
+    if isinstance(value, bool):
+        return EValue(val=Bool(bool_val=value))
+    if isinstance(value, int):
+        return EValue(val=Int(int_val=value))
+    if isinstance(value, float):
+        return EValue(val=Double(double_val=value))
+    if isinstance(value, str):
+        return EValue(val=String(string_val=value))
+    if isinstance(value, torch.dtype):
+        return EValue(val=Int(int_val=int(scalar_type(value))))
+    if isinstance(value, torch.memory_format) and value in MEMORY_FORMAT_CODES:
+        return EValue(val=Int(int_val=MEMORY_FORMAT_CODES[value]))
+    if isinstance(value, torch.layout) and value in LAYOUT_CODES:
+        return EValue(val=Int(int_val=LAYOUT_CODES[value]))
+    if isinstance(value, torch.device):
+        if value.type != "cpu":
+            raise ExportError(f"device {value} is not supported: torchedge programs run on the CPU")
+        return EValue(val=Null())
+    raise ExportError(f"cannot emit argument value {value!r} of type {type(value).__name__}")
+
+
 def emit_constant_method(name: str, value) -> ExecutionPlan:
     """A method with no instructions that returns ``value`` (ExecuTorch's "prim getter")."""
     items = list(value) if isinstance(value, (list, tuple)) else [value]
-    values = []
-    for item in items:
-        if isinstance(item, bool):
-            values.append(EValue(val=Bool(bool_val=item)))
-        elif isinstance(item, int):
-            values.append(EValue(val=Int(int_val=item)))
-        elif isinstance(item, float):
-            values.append(EValue(val=Double(double_val=item)))
-        elif isinstance(item, str):
-            values.append(EValue(val=String(string_val=item)))
-        else:
-            raise ExportError(f"constant method '{name}': unsupported value {item!r} "
-                              "(use int, float, bool, str or a list of them)")
+    if not all(isinstance(item, (bool, int, float, str)) for item in items):
+        raise ExportError(f"constant method '{name}': unsupported value {value!r} "
+                          "(use int, float, bool, str or a list of them)")
+    values = [literal_evalue(item) for item in items]
     return ExecutionPlan(
         name=name,
         container_meta_type=ContainerMetadata(encoded_inp_str="", encoded_out_str=""),
