@@ -23,6 +23,31 @@ def median_seconds(fn, repeat: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
+def interleaved_seconds(fns: dict, rounds: int, batch_seconds: float = 0.005) -> dict:
+    """Median seconds per call of each function, timed in alternating rounds.
+
+    Each round times every function once, so drift in machine speed (other
+    processes, frequency changes) hits all sides alike. A function that takes
+    microseconds is called in batches of about ``batch_seconds`` so that timer
+    resolution and per-sample noise do not dominate.
+    """
+    batches = {}
+    for name, fn in fns.items():
+        fn()  # warm up
+        start = time.perf_counter()
+        fn()
+        batches[name] = max(1, int(batch_seconds / max(time.perf_counter() - start, 1e-7)))
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n = batches[name]
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - start) / n)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def print_table(headers: list[str], rows: list[list]) -> None:
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]

@@ -1,7 +1,10 @@
 """Delegated latency: torchedge + ONNX Runtime delegate vs ExecuTorch + XNNPACK vs ONNX Runtime
 (torch.onnx export, when it works here) vs PyTorch eager, all at one thread, in one run.
 
-Usage: python benchmarks/delegation.py [model ...] [--repeat N]
+Usage: python benchmarks/delegation.py [model ...] [--repeat ROUNDS]
+
+Sides are timed in alternating rounds (see `_common.interleaved_seconds`), so
+machine drift hits all of them alike.
 """
 
 from __future__ import annotations
@@ -69,15 +72,16 @@ def bench(name: str, repeat: int) -> list:
     np_inputs = [t.numpy() for t in inputs]
     with torch.no_grad():
         reference = model(*inputs).numpy()
-        t_eager = _common.median_seconds(lambda: model(*inputs), repeat)
     error = float(np.max(np.abs(method.execute(np_inputs)[0] - reference)) / np.max(np.abs(reference)))
-    t_ours = _common.median_seconds(lambda: method.execute(np_inputs), repeat)
-    xnn_run, ort_run = _executorch_xnnpack(model, inputs), _torch_onnx(model, inputs)
-    t_xnn = _common.median_seconds(xnn_run, repeat) if xnn_run else float("nan")
-    t_ort = _common.median_seconds(ort_run, repeat) if ort_run else float("nan")
+    sides = {"te": lambda: method.execute(np_inputs), "eager": torch.no_grad()(lambda: model(*inputs))}
+    for side, run in (("xnn", _executorch_xnnpack(model, inputs)), ("ort", _torch_onnx(model, inputs))):
+        if run is not None:
+            sides[side] = run
+    t = _common.interleaved_seconds(sides, repeat)
+    t_xnn, t_ort = t.get("xnn", float("nan")), t.get("ort", float("nan"))
     delegated = sum(1 for p in program.program.execution_plan for _ in p.delegates)
-    return [name, delegated, f"{t_ours * 1e3:.2f}", f"{t_xnn * 1e3:.2f}", f"{t_ort * 1e3:.2f}",
-            f"{t_eager * 1e3:.2f}", f"{t_ours / t_xnn:.2f}", f"{t_ours / t_eager:.2f}", f"{error:.1e}"]
+    return [name, delegated, f"{t['te'] * 1e3:.3f}", f"{t_xnn * 1e3:.3f}", f"{t_ort * 1e3:.3f}",
+            f"{t['eager'] * 1e3:.3f}", f"{t['te'] / t_xnn:.2f}", f"{t['te'] / t['eager']:.2f}", f"{error:.1e}"]
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ the outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -43,7 +44,7 @@ _KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE, _NOP = range(6)
 _ET_VIEW = "executorch_prim::et_view.default"
 
 
-@dataclass
+@dataclass(slots=True)
 class _Step:
     """One compiled instruction: what to call, on which value indices, where the result goes."""
 
@@ -75,8 +76,11 @@ class Method:
         if len(chains) > 1:
             raise InvalidProgramError(f"method '{self.name}' has {len(chains)} chains; only one is supported")
         instructions = chains[0].instructions if chains else []
-        self._steps = [s for s in (self._compile(pc, ins, plan) for pc, ins in enumerate(instructions))]
+        self._steps = [self._compile(pc, ins, plan) for pc, ins in enumerate(instructions)]
         self.meta = MethodMeta.from_plan(plan)
+        # Only kernels allocate at run time (data-dependent outputs); a fully delegated method skips the allocator.
+        self._needs_allocator = any(s.kind == _KERNEL for s in self._steps)
+        self._copied_outputs = tuple(pos not in self._caller_outputs for pos in range(len(self._outputs)))
 
     # -- loading ---------------------------------------------------------------
 
@@ -105,7 +109,8 @@ class Method:
                 raise InvalidProgramError(f"{where}: delegate index {args.delegate_index} out of range")
             for i in args.args:
                 self._check_value_index(i, where + " argument")
-            return _Step(_DELEGATE, self._delegates[args.delegate_index], tuple(args.args),
+            backend, handle = self._delegates[args.delegate_index]
+            return _Step(_DELEGATE, partial(backend.execute, handle), tuple(args.args),
                          label=f"delegate {plan.delegates[args.delegate_index].id}")
         if isinstance(args, JumpFalseCall):
             self._check_value_index(args.cond_value_index, where + " condition")
@@ -156,8 +161,15 @@ class Method:
         inputs = list(inputs)
         if len(inputs) != len(self._inputs):
             raise InputError(f"method '{self.name}' takes {len(self._inputs)} input(s), got {len(inputs)}")
+        table, metas = self._values.values, self.meta.inputs
         for position, (index, value) in enumerate(zip(self._inputs, inputs)):
-            self._set_input(position, index, value)
+            target, meta = table[index], metas[position]
+            # Fast path: an array of exactly the planned dtype and shape copied into planned memory.
+            if (type(value) is np.ndarray and type(target) is np.ndarray and value.dtype == meta.dtype
+                    and value.shape == meta.shape):
+                target[...] = value
+            else:
+                self._set_input(position, index, value)
 
     def _set_input(self, position: int, index: int, value) -> None:
         schema = self._values.schema[index]
@@ -212,10 +224,14 @@ class Method:
         if self._caller_outputs or outputs is not None:
             self.set_outputs(outputs)
         self._run()
-        return [v if pos in self._caller_outputs or not isinstance(v, np.ndarray) else v.copy()
-                for pos, v in enumerate(self._values[i] for i in self._outputs)]
+        table = self._values.values
+        return [v.copy() if copy and isinstance(v, np.ndarray) else v
+                for copy, v in zip(self._copied_outputs, [table[i] for i in self._outputs])]
 
     def _run(self) -> None:
+        if not self._needs_allocator:
+            self._dispatch()
+            return
         self.memory.reset_runtime()
         token = use_allocator(self.memory.allocate)
         try:
@@ -237,8 +253,7 @@ class Method:
                     if result is not None:
                         self._store_result(step.ret, result)
                 elif kind == _DELEGATE:
-                    backend, handle = step.fn
-                    backend.execute(handle, [table[i] for i in step.args])
+                    step.fn([table[i] for i in step.args])
                 elif kind == _JUMP:
                     if not _truthy(table[step.args[0]]):
                         pc = step.ret
