@@ -95,3 +95,25 @@ def test_repeated_runs_see_new_inputs():
     for seed in range(3):
         x = torch.randn(inputs[0].shape, generator=torch.Generator().manual_seed(seed))
         assert_matches(method.execute([x.numpy()]), torch_outputs(model, (x,)))
+
+
+def test_public_session_api_fallback_matches(monkeypatch):
+    """Without ONNX Runtime's inner session object the delegate runs through the public wrapper."""
+    from torchedge.backends.onnxruntime.runtime import _Session
+
+    model, inputs, _ = _model("mlp")
+    program = _lower(model, inputs)
+    method = Runtime.get().load_program(program.buffer).load_method()
+    (_, handle), = method._handles
+
+    class PublicOnly:  # exposes just the documented InferenceSession method
+        def __init__(self, session):
+            self.run_with_iobinding = session.run_with_iobinding
+
+    public = _Session(PublicOnly(handle.session), handle.inputs, handle.outputs, handle.binding)
+    assert public.run.func == public.session.run_with_iobinding
+    for field in ("session", "binding", "run"):
+        setattr(handle, field, getattr(public, field))
+    for seed in range(2):
+        x = torch.randn(inputs[0].shape, generator=torch.Generator().manual_seed(seed))
+        assert_matches(method.execute([x.numpy()]), torch_outputs(model, (x,)))
