@@ -120,7 +120,7 @@ def _creation_cases():
                id="full_like").param()
     yield Case("aten::fill.Scalar_out", aten.fill.Scalar, (rand(2, 3), -2.5), id="fill").param()
     arange = [((0, 10, 1), I64), ((2, 11, 3), I64), ((0.5, 3.7, 0.25), F32), ((1, -2, -0.5), F64), ((0, 5, 1), F32),
-              ((-3, 3, 1), I32), ((0.1, 1.0, 0.1), F32)]
+              ((-3, 3, 1), I32), ((0.1, 1.0, 0.1), F32), ((0.5, 5.2, 1.5), I64), ((-2.7, 4.0, 2.9), I32)]
     for i, (args, dtype) in enumerate(arange):
         yield Case("aten::arange.start_out", lambda s, e, st, d=dtype: aten.arange.start_step(s, e, st, dtype=d), args,
                    id=f"arange-{i}").param()

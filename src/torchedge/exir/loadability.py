@@ -17,6 +17,7 @@ from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import op_name
 from torchedge.exir.source import describe_node
+from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
 
 __all__ = ["kernel_set_predicate", "check_loadable"]
 
@@ -62,9 +63,12 @@ def check_loadable(graph_module: torch.fx.GraphModule, method: str, available: C
             if problem:
                 problems.append(problem)
             continue
-        if not isinstance(node.target, torch._ops.OpOverload):
+        if is_scalar_call(node):
+            name = "{}.{}".format(*scalar_kernel_name(node))
+        elif isinstance(node.target, torch._ops.OpOverload):
+            name = op_name(node.target)
+        else:
             continue
-        name = op_name(node.target)
         if not available(name):
             problems.append(f"  operator '{name}' called with ({_dtypes(node)}) {describe_node(node)}")
     if problems:

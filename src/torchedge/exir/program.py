@@ -17,6 +17,7 @@ from torch.export import ExportedProgram
 from torchedge.errors import ExportError
 from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
+from torchedge.exir.symbolic import upper_bound_shape
 from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
@@ -45,7 +46,16 @@ def _as_method_dict(programs) -> dict[str, ExportedProgram]:
                       f"got {type(programs).__name__}")
 
 
+def _check_bounded_inputs(ep: ExportedProgram) -> None:
+    """Dynamic input dimensions need a maximum: memory is planned for it."""
+    for node in ep.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "placeholder" and isinstance(val, torch.Tensor):
+            upper_bound_shape(val.shape, f"input '{node.name}'")
+
+
 def _to_edge_program(ep: ExportedProgram, config: EdgeCompileConfig) -> ExportedProgram:
+    _check_bounded_inputs(ep)
     edge = ep.run_decompositions(torch.export.default_decompositions())
     if config._check_ir_validity:
         verify_aten(edge.graph_module)

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torchedge.exir.symbolic import is_dynamic, upper_bound_shape
+
 __all__ = ["TensorSpec"]
 
 
@@ -29,6 +31,7 @@ class TensorSpec:
     mem_offset: int | None = None
     lifetime: list[int] = field(default_factory=lambda: [-1, -1])
     base: "TensorSpec | None" = None  # set for views: they own no bytes and share the base's
+    dynamic: bool = False  # some dimension is symbolic: ``shape`` holds upper bounds (DYNAMIC_BOUND)
 
     def placement_owner(self) -> "TensorSpec":
         """The spec whose bytes this tensor lives in (itself, or the root of a view chain)."""
@@ -36,8 +39,8 @@ class TensorSpec:
 
     @classmethod
     def from_tensor(cls, t: torch.Tensor, const: bool = False) -> "TensorSpec":
-        shape = tuple(int(s) for s in t.shape)
-        return cls(shape, t.dtype, _dim_order_of(t), const=const)
+        """The spec of ``t``; symbolic dimensions take their upper bound."""
+        return cls(upper_bound_shape(t.shape), t.dtype, _dim_order_of(t), const=const, dynamic=is_dynamic(t))
 
     @property
     def numel(self) -> int:

@@ -20,6 +20,7 @@ from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.op_schema import op_name, out_variant
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node
+from torchedge.exir.symbolic import is_scalar_call
 
 __all__ = ["IRVerificationError", "verify_aten", "verify_edge"]
 
@@ -34,9 +35,10 @@ def _fail(node: torch.fx.Node, message: str) -> IRVerificationError:
 
 
 def _calls(graph_module: torch.fx.GraphModule):
-    """Operator calls (delegate calls are opaque to the Edge rules)."""
+    """Operator calls on tensors (delegate calls are opaque to the Edge rules; size arithmetic has none)."""
     for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target not in (operator.getitem, executorch_call_delegate):
+        if (node.op == "call_function" and node.target not in (operator.getitem, executorch_call_delegate)
+                and not is_scalar_call(node)):
             yield node
 
 

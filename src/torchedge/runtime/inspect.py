@@ -18,7 +18,8 @@ def _signature(items) -> str:
     parts = []
     for m in items:
         if isinstance(m, TensorMeta):
-            parts.append(f"{m.dtype}{list(m.shape)}")
+            dims = [f"<={d}" if m.dynamic else str(d) for d in m.shape]  # dynamic: upper bounds
+            parts.append(f"{m.dtype}[{', '.join(dims)}]")
         else:
             parts.append(m.__name__)
     return ", ".join(parts) or "-"

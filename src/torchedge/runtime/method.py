@@ -24,6 +24,7 @@ from torchedge.errors import (
 )
 from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.registry import get_kernel
+from torchedge.kernels.shapes import DATA_DEPENDENT, has_shape_function, output_shapes
 from torchedge.runtime.backend import get_backend
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
@@ -36,11 +37,12 @@ from torchedge.schema.program import (
     KernelCall,
     MoveCall,
     Tensor,
+    TensorList,
 )
 
 __all__ = ["Method"]
 
-_KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE, _NOP = range(6)
+_KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE, _NOP, _RESIZING_KERNEL = range(7)
 _ET_VIEW = "executorch_prim::et_view.default"
 
 
@@ -53,6 +55,8 @@ class _Step:
     args: tuple = ()
     ret: int = -1
     label: str = ""
+    outs: tuple = ()  # _RESIZING_KERNEL: the dynamic out tensors, resized to what `shapes` computes
+    shapes: object = None
 
 
 class Method:
@@ -143,14 +147,29 @@ class Method:
             raise InvalidProgramError(f"{where}: operator '{name}' takes {kernel.num_args} arguments, "
                                       f"the instruction passes {len(indices)}")
         step = _Step(_KERNEL, kernel.fn, tuple(indices[:kernel.num_args]), indices[-1], name)
-        if name == _ET_VIEW and self._bind_static_view(step):
-            return _Step(_NOP, label=f"{name} (bound at load)")  # kept so jump targets stay valid
+        if name == _ET_VIEW:
+            if self._bind_static_view(step):
+                return _Step(_NOP, label=f"{name} (bound at load)")  # kept so jump targets stay valid
+            return step
+        outs = self._out_tensors(step.ret)
+        if any(self._values.is_dynamic(i) for i in outs) and name not in DATA_DEPENDENT:
+            if not has_shape_function(name):
+                raise OperatorMissingError(f"{where}: operator '{name}' writes a dynamic-shape tensor, and "
+                                           "torchedge has no shape function for it")
+            step.kind, step.outs, step.shapes = _RESIZING_KERNEL, outs, partial(output_shapes, name)
         return step
+
+    def _out_tensors(self, ret: int) -> tuple:
+        """The tensors a kernel writes: its return slot, or the items of a returned tensor list."""
+        schema = self._values.schema[ret]
+        if isinstance(schema, TensorList):
+            return tuple(schema.items)
+        return (ret,) if isinstance(schema, Tensor) else ()
 
     def _bind_static_view(self, step: _Step) -> bool:
         """Bind a view of a tensor with fixed memory once, at load, instead of every run."""
         base = step.args[0]
-        if self._values[base] is None:
+        if self._values[base] is None or self._values.is_dynamic(base) or self._values.is_dynamic(step.ret):
             return False
         self._values.set(step.ret, step.fn(*[self._values[i] for i in step.args]))
         return True
@@ -161,12 +180,12 @@ class Method:
         inputs = list(inputs)
         if len(inputs) != len(self._inputs):
             raise InputError(f"method '{self.name}' takes {len(self._inputs)} input(s), got {len(inputs)}")
-        table, metas = self._values.values, self.meta.inputs
+        table = self._values.values
         for position, (index, value) in enumerate(zip(self._inputs, inputs)):
-            target, meta = table[index], metas[position]
-            # Fast path: an array of exactly the planned dtype and shape copied into planned memory.
-            if (type(value) is np.ndarray and type(target) is np.ndarray and value.dtype == meta.dtype
-                    and value.shape == meta.shape):
+            target = table[index]
+            # Fast path: an array of the planned dtype and of the shape the input memory has now.
+            if (type(value) is np.ndarray and type(target) is np.ndarray and value.dtype == target.dtype
+                    and value.shape == target.shape):
                 target[...] = value
             else:
                 self._set_input(position, index, value)
@@ -184,12 +203,22 @@ class Method:
         array = as_numpy(value, expected.dtype, where)
         if array.dtype != expected.dtype:
             raise InputError(f"{where}: expected dtype {expected.dtype}, got {array.dtype}")
-        if array.shape != expected.shape:
+        if expected.dynamic:
+            self._resize_input(index, array.shape, expected.shape, where)
+            current = self._values[index]
+        elif array.shape != expected.shape:
             raise InputError(f"{where}: expected shape {list(expected.shape)}, got {list(array.shape)}")
         if current is None:
             self._values.set(index, np.ascontiguousarray(array))
         else:
             np.copyto(current, array)
+
+    def _resize_input(self, index: int, shape, bound, where: str) -> None:
+        if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)):
+            raise InputError(f"{where}: shape {list(shape)} is outside the dynamic range the method was "
+                             f"exported for (rank {len(bound)}, at most {list(bound)})")
+        if index in self._values.capacity:
+            self._values.resize(index, tuple(shape))
 
     def set_outputs(self, outputs) -> None:
         """Bind caller-provided buffers to the outputs the plan does not place (``None`` entries: allocate)."""
@@ -252,6 +281,10 @@ class Method:
                     result = step.fn(*[table[i] for i in step.args])
                     if result is not None:
                         self._store_result(step.ret, result)
+                elif kind == _RESIZING_KERNEL:
+                    for index, shape in zip(step.outs, step.shapes([table[i] for i in step.args])):
+                        values.resize(index, shape)
+                    step.fn(*[table[i] for i in step.args])
                 elif kind == _DELEGATE:
                     step.fn([table[i] for i in step.args])
                 elif kind == _JUMP:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from torchedge.runtime.tensor_view import dtype_of
-from torchedge.schema.program import Bool, Double, Int, String, Tensor
+from torchedge.schema.program import Bool, Double, Int, String, Tensor, TensorShapeDynamism
 
 __all__ = ["MethodMeta", "TensorMeta"]
 
@@ -19,6 +19,7 @@ class TensorMeta:
     shape: tuple[int, ...]
     dtype: np.dtype
     dim_order: tuple[int, ...]
+    dynamic: bool = False  # the shape may change from run to run; ``shape`` is its upper bound
 
     @property
     def nbytes(self) -> int:
@@ -40,7 +41,8 @@ class MethodMeta:
             val = plan.values[index].val
             if isinstance(val, Tensor):
                 return TensorMeta(tuple(int(s) for s in val.sizes or []), dtype_of(val.scalar_type, plan.name),
-                                  tuple(val.dim_order or range(len(val.sizes or []))))
+                                  tuple(val.dim_order or range(len(val.sizes or []))),
+                                  val.shape_dynamism != TensorShapeDynamism.STATIC)
             return _SCALAR_TYPES.get(type(val), type(None))
 
         chains = plan.chains or []

@@ -7,9 +7,11 @@ Python scalars; lists become tuples/lists of the values they reference.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from torchedge.errors import InvalidProgramError
+from torchedge.errors import InvalidProgramError, KernelError
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.tensor_view import dtype_of, view_of
 from torchedge.schema.program import (
@@ -25,6 +27,7 @@ from torchedge.schema.program import (
     Tensor,
     TensorDataLocation,
     TensorList,
+    TensorShapeDynamism,
 )
 
 __all__ = ["ValueTable", "LIST_TYPES"]
@@ -44,6 +47,8 @@ class ValueTable:
         self.method_name = method_name
         self.schema = [ev.val for ev in plan.values]
         self.values: list = [None] * len(self.schema)
+        # DYNAMIC_BOUND planned tensors: the memory of their upper-bound shape, to resize within.
+        self.capacity: dict[int, tuple] = {}
         self._dependents: dict[int, list[int]] = {}
         for i, val in enumerate(self.schema):
             if not isinstance(val, LIST_TYPES):
@@ -63,6 +68,20 @@ class ValueTable:
         self.values[index] = value
         for list_index in self._dependents.get(index, ()):
             self.values[list_index] = self._resolve_list(self.schema[list_index])
+
+    def resize(self, index: int, shape: tuple[int, ...]) -> None:
+        """Rebind a dynamic tensor to ``shape`` over its planned memory (no bytes move)."""
+        current = self.values[index]
+        if current is not None and current.shape == shape:
+            return
+        buffer, offset, dtype, bound, dim_order = self.capacity[index]
+        if len(shape) != len(bound) or math.prod(shape) > math.prod(bound):
+            raise KernelError(f"{self._where(index)}: shape {list(shape)} does not fit the memory planned for "
+                              f"at most {list(bound)} (export with a larger Dim max)")
+        self.set(index, view_of(buffer, offset, dtype, shape, dim_order, self._where(index)))
+
+    def is_dynamic(self, index: int) -> bool:
+        return index in self.capacity
 
     def is_unallocated_tensor(self, index: int) -> bool:
         return isinstance(self.schema[index], Tensor) and self.values[index] is None
@@ -116,6 +135,8 @@ class ValueTable:
             a = t.allocation_info
             offset = a.memory_offset_low | (a.memory_offset_high << 32)
             array = view_of(memory.arena(a.memory_id), offset, dtype, sizes, dim_order, where)
+            if t.shape_dynamism != TensorShapeDynamism.STATIC:
+                self.capacity[index] = (memory.arena(a.memory_id), offset, dtype, tuple(sizes), dim_order)
             if t.data_buffer_idx > 0:  # planned tensor with initial state (mutable buffer)
                 segment = t.extra_tensor_info.mutable_data_segments_idx if t.extra_tensor_info else 0
                 initial = view_of(pte.mutable_data(t.data_buffer_idx, segment), 0, dtype, sizes, dim_order, where)

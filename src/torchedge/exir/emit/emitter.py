@@ -22,6 +22,7 @@ from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import out_argument_names
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node, frames
+from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
 from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
 from torchedge.schema.program import CompileSpec as SchemaCompileSpec
 from torchedge.schema.program import (
@@ -146,6 +147,8 @@ class MethodEmitter(torch.fx.Interpreter):
             return args[0][args[1]]
         if target is executorch_call_delegate:
             return self._emit_delegate_call(args[0], args[1:], kwargs["out"])
+        if is_scalar_call(self.node):
+            return self._emit_scalar_call(target, args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):
             raise ExportError(f"cannot emit call to {target!r}")
         return self._emit_kernel_call(target, args, kwargs)
@@ -202,6 +205,20 @@ class MethodEmitter(torch.fx.Interpreter):
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
         return outs[0] if len(outs) == 1 else list(outs)
 
+    def _emit_scalar_call(self, target, args, kwargs) -> Value:
+        """Size arithmetic: a kernel that returns a scalar into a fresh Int/Double/Bool value."""
+        if isinstance(target, torch._ops.OpOverload):
+            bound = bind_arguments(target, args, kwargs)
+            arg_indices = [self._argument(bound.get(a.name, a.default_value), a.type)
+                           for a in target._schema.arguments]
+        else:
+            arg_indices = [self._argument(a, None) for a in args]
+        ret = self._add_literal(_scalar_placeholder(self.node.meta.get("val")))
+        name, overload = scalar_kernel_name(self.node)
+        op_index = self.operators.setdefault((name, overload), len(self.operators))
+        self._append(KernelCall(op_index=op_index, args=arg_indices + [ret]))
+        return Value(ret)
+
     def _emit_dim_order_copy(self, name: str, arguments: list, out: Value) -> Value:
         """``[self, non_blocking, dim_order, out, out]``, as ExecuTorch emits its dim-order copies."""
         self_value, non_blocking, order = arguments
@@ -211,9 +228,10 @@ class MethodEmitter(torch.fx.Interpreter):
         return out
 
     def _emit_view(self, base: Value, shape, spec: TensorSpec) -> Value:
-        """A view of planned memory is just a value; of caller-supplied memory, an ``et_view`` call."""
+        """A static view of planned memory is just a value; a view of caller-supplied memory or
+        with sizes known only at run time is an ``et_view`` call."""
         out = self._tensor_value(spec)
-        if spec.mem_id is None:
+        if spec.mem_id is None or spec.dynamic:
             size = self._list(list(shape), None)
             op_index = self.operators.setdefault(("executorch_prim::et_view", "default"), len(self.operators))
             self._append(KernelCall(op_index=op_index, args=[base.index, size, out]))
@@ -244,6 +262,10 @@ class MethodEmitter(torch.fx.Interpreter):
 
     def _list(self, items, arg_type) -> int:
         elem = _element_kind(arg_type)
+        if elem in ("int", "SymInt", None) and any(isinstance(v, Value) and not self._is_tensor(v) for v in items):
+            # sizes computed at run time: the list boxes their values next to literal ints
+            boxed = [v.index if isinstance(v, Value) else self._add(EValue(val=Int(int_val=int(v)))) for v in items]
+            return self._add(EValue(val=IntList(items=boxed)))
         if any(isinstance(v, Value) for v in items) or elem in ("Tensor", "Optional[Tensor]"):
             if elem == "Optional[Tensor]":
                 return self._add(EValue(val=OptionalTensorList(
@@ -259,6 +281,9 @@ class MethodEmitter(torch.fx.Interpreter):
     def _add_literal(self, value) -> int:
         return self._add(literal_evalue(value))
 
+    def _is_tensor(self, value: Value) -> bool:
+        return isinstance(self.values[value.index].val, Tensor)
+
     # -- tensors ---------------------------------------------------------------
 
     def _tensor_value(self, spec: TensorSpec) -> int:
@@ -272,6 +297,8 @@ class MethodEmitter(torch.fx.Interpreter):
                                                memory_offset_high=spec.mem_offset >> 32)
             tensor = _tensor_schema(scalar_type(spec.dtype), spec.shape, spec.dim_order)
             tensor.allocation_info = allocation
+            if spec.dynamic:
+                tensor.shape_dynamism = TensorShapeDynamism.DYNAMIC_BOUND
             index = self._add(EValue(val=tensor))
             self._spec_values[id(spec)] = index
         return index
@@ -341,6 +368,15 @@ def emit_constant_method(name: str, value) -> ExecutionPlan:
         delegates=[],
         non_const_buffer_sizes=[0],
     )
+
+
+def _scalar_placeholder(val):
+    """The initial value of a scalar computed at run time, typed like the graph's symbolic value."""
+    if isinstance(val, (torch.SymBool, bool)):
+        return False
+    if isinstance(val, (torch.SymFloat, float)):
+        return 0.0
+    return 0
 
 
 def _flatten(values: list) -> list:

@@ -11,6 +11,7 @@ import operator
 
 import torch
 
+from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
@@ -18,6 +19,7 @@ from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, low
 from torchedge.exir.memory_planning.inplace import share_inplace
 from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
 from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.source import describe_node
 from torchedge.exir.tensor_spec import TensorSpec
 
 __all__ = ["MemoryPlanningPass", "assign_specs", "planned_specs"]
@@ -33,11 +35,11 @@ def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -
         if node.op == "placeholder":
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                node.meta["spec"] = TensorSpec.from_tensor(val, const=node.name in constant_names)
+                node.meta["spec"] = _spec(node, val, const=node.name in constant_names)
         elif node.op == "call_function" and node.target is alloc:
-            node.meta["spec"] = TensorSpec.from_tensor(node.meta["val"])
+            node.meta["spec"] = _spec(node, node.meta["val"])
         elif node.op == "call_function" and node.target is view:
-            node.meta["spec"] = TensorSpec.from_tensor(node.meta["val"])
+            node.meta["spec"] = _spec(node, node.meta["val"])
             node.meta["spec"].base = node.args[0].meta["spec"].placement_owner()
         elif node.op == "call_function" and node.target is operator.getitem:
             parent_spec = node.args[0].meta.get("spec")
@@ -51,6 +53,13 @@ def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -
                     for buffer in _as_list(node.kwargs[a.name])]
             if outs:
                 node.meta["spec"] = outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _spec(node: torch.fx.Node, val: torch.Tensor, const: bool = False) -> TensorSpec:
+    try:
+        return TensorSpec.from_tensor(val, const=const)
+    except ExportError as e:
+        raise ExportError(f"{e} {describe_node(node)}") from None
 
 
 def _as_list(value) -> list:

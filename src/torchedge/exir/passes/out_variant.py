@@ -18,6 +18,7 @@ from torchedge.exir.op_schema import is_out_variant, op_name, out_argument_names
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
+from torchedge.exir.symbolic import is_scalar_call, upper_bound_shape
 
 __all__ = ["OutVariantPass", "bind_arguments"]
 
@@ -44,7 +45,7 @@ class OutVariantPass(PassBase):
         graph = graph_module.graph
         modified = False
         for node in list(graph.nodes):
-            if node.op != "call_function" or node.target in (operator.getitem, view):
+            if node.op != "call_function" or node.target in (operator.getitem, view) or is_scalar_call(node):
                 continue
             if node.target is executorch_call_delegate:
                 self._add_delegate_outputs(graph, node)
@@ -68,7 +69,11 @@ class OutVariantPass(PassBase):
         buffers = []
         with graph.inserting_before(node):
             for val in _outputs_of(node):
-                buffer = graph.call_function(alloc, (tuple(int(s) for s in val.shape), val.dtype))
+                try:
+                    shape = upper_bound_shape(val.shape, "an output")
+                except ExportError as e:
+                    raise ExportError(f"{e} {describe_node(node)}") from None
+                buffer = graph.call_function(alloc, (shape, val.dtype))
                 buffer.meta["val"] = val
                 inherit_debug_info(buffer, node)
                 buffers.append(buffer)

@@ -1,10 +1,12 @@
-"""Drop runtime assertion ops that export leaves in the graph and ExecuTorch does not run."""
+"""Drop runtime assertion ops that export leaves in the graph and ExecuTorch does not run,
+and the size arithmetic that only fed them."""
 
 from __future__ import annotations
 
 import torch
 
 from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.symbolic import is_scalar_call
 
 __all__ = ["RemoveAssertsPass"]
 
@@ -20,8 +22,10 @@ _ASSERT_OPS = {
 class RemoveAssertsPass(PassBase):
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         modified = False
-        for node in list(graph_module.graph.nodes):
-            if node.op == "call_function" and node.target in _ASSERT_OPS and not node.users:
+        for node in reversed(list(graph_module.graph.nodes)):  # users first: size arithmetic feeding asserts dies too
+            if node.users or node.op != "call_function":
+                continue
+            if node.target in _ASSERT_OPS or is_scalar_call(node):
                 graph_module.graph.erase_node(node)
                 modified = True
         return PassResult(graph_module, modified)

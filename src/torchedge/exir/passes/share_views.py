@@ -12,6 +12,7 @@ import torch
 
 from torchedge.exir import memory
 from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.symbolic import is_dynamic
 
 __all__ = ["ShareViewsPass"]
 
@@ -39,7 +40,9 @@ class ShareViewsPass(PassBase):
             base = node.args[0]
             if self._is_planned(base) and _is_contiguous(base) and _is_contiguous(node):
                 node.target = memory.view
-                node.args = (base, tuple(int(s) for s in node.meta["val"].shape))
+                shape = node.meta["val"].shape
+                # A dynamic view keeps its size argument: the sizes computed at run time.
+                node.args = (base, node.args[1] if is_dynamic(node.meta["val"]) else tuple(int(s) for s in shape))
                 node.kwargs = {}
                 modified = True
         return PassResult(graph_module, modified)

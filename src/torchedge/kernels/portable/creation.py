@@ -49,13 +49,15 @@ def scalar_tensor(s, out):
 
 @register_kernel("aten::arange.start_out")
 def arange_start(start, end, step, out):
-    """``start + i * step`` for i < out's length, computed in int64 for integer arguments
-    and outs, else in float64 (ATen's accumulation type for float and double)."""
+    """``start + i * step`` for i < out's length, computed in ATen's accumulation type: int64
+    for integer outs (float arguments truncate toward zero first), float64 for float outs."""
     op = "aten::arange.start_out"
-    check(step != 0, op, "step must be nonzero")
     check(out.ndim == 1, op, f"out must be 1-D, got shape {list(out.shape)}")
     check(category(out.dtype) > 0, op, "arange does not support bool outs")
-    integral = category(out.dtype) < 2 and all(isinstance(v, int) for v in (start, end, step))
+    integral = category(out.dtype) < 2
+    if integral:
+        start, step = int(start), int(step)
+    check(step != 0, op, "step must be nonzero")
     i = np.arange(out.shape[0], dtype=np.int64 if integral else np.float64)
     i *= step
     i += start

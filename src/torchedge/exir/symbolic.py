@@ -1,0 +1,72 @@
+"""Dynamic shapes on the compiler side: upper bounds of symbolic sizes, and the scalar
+operators that compute sizes at run time.
+
+A dimension exported with ``torch.export.Dim("n", max=...)`` is a SymInt in the graph. Memory
+is planned for its upper bound (ExecuTorch's DYNAMIC_BOUND tensors), and the graph's size
+arithmetic (``sym_size``, ``operator.mul`` on SymInts, ...) becomes ``executorch_prim``
+instructions whose results feed the kernels' size arguments.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+
+from torchedge.errors import ExportError
+
+__all__ = ["SYM_OPS", "is_symbolic", "upper_bound", "upper_bound_shape", "is_dynamic", "is_scalar_call",
+           "scalar_kernel_name"]
+
+# Python-level size arithmetic that torch.export records -> the executorch_prim kernel computing it.
+SYM_OPS: dict = {
+    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.floordiv: "floordiv",
+    operator.truediv: "truediv", operator.mod: "mod", operator.eq: "eq", operator.gt: "gt",
+    operator.lt: "lt", operator.ge: "ge", operator.le: "le", operator.neg: "neg",
+    torch.sym_max: "sym_max", torch.sym_min: "sym_min", torch.sym_float: "sym_float", torch.sym_int: "sym_int",
+    torch.sym_not: "sym_not", torch.sym_ite: "sym_ite", math.ceil: "ceil", math.trunc: "trunc", round: "round",
+}
+
+
+def is_symbolic(value) -> bool:
+    return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def upper_bound(size, what: str = "a dimension") -> int:
+    """The largest value a (possibly symbolic) size can take; an error if it has none."""
+    if not isinstance(size, torch.SymInt):
+        return int(size)
+    node = size.node
+    bound = node.shape_env.bound_sympy(node.expr).upper
+    if not bound.is_Integer:  # a concrete integer, not sympy's oo nor torch's int_oo
+        raise ExportError(f"{what} has the unbounded size {node.expr}: memory is planned for the largest "
+                          f"size, so give the dimension a maximum, e.g. torch.export.Dim('n', max=1024)")
+    return int(bound)
+
+
+def upper_bound_shape(shape, what: str = "a tensor") -> tuple[int, ...]:
+    return tuple(upper_bound(s, f"dimension {d} of {what}") for d, s in enumerate(shape))
+
+
+def is_dynamic(tensor: torch.Tensor) -> bool:
+    return any(isinstance(s, torch.SymInt) for s in tensor.shape)
+
+
+def is_scalar_call(node: torch.fx.Node) -> bool:
+    """A call computing a Python scalar (a size, a size comparison) instead of a tensor."""
+    if node.op != "call_function":
+        return False
+    if node.target in SYM_OPS:
+        return True
+    op = node.target
+    return (isinstance(op, torch._ops.OpOverload) and bool(op._schema.returns)
+            and not any("Tensor" in str(r.type) for r in op._schema.returns))
+
+
+def scalar_kernel_name(node: torch.fx.Node) -> tuple[str, str]:
+    """(operator name, overload) of the kernel that computes a scalar call."""
+    if node.target in SYM_OPS:
+        return f"executorch_prim::{SYM_OPS[node.target]}", "Scalar"
+    schema = node.target._schema
+    return schema.name, schema.overload_name

@@ -1,0 +1,152 @@
+"""Bounded dynamic shapes: a program exported with `torch.export.Dim` runs at every size in
+range, on torchedge's runtime and on the real ExecuTorch, in both directions."""
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+from torch.export import Dim
+
+from tests.conftest import assert_matches, executorch_run, torch_outputs
+from torchedge.errors import ExportError, InputError
+from torchedge.exir import to_edge
+from torchedge.runtime import Runtime
+from torchedge.serialize import deserialize_pte
+from torchedge.schema.program import TensorShapeDynamism
+
+
+class SliceReshape(torch.nn.Module):
+    """Linear, reduction, slicing and a reshape whose size is computed from the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.linear(x)).sum(dim=-1, keepdim=True)
+        return y * x[:, :1].reshape(-1, 1), torch.cat([x, x * 2], dim=0).flatten()
+
+
+def _small():
+    torch.manual_seed(0)
+    return SliceReshape().eval(), (torch.randn(3, 8),), ({0: Dim("batch", min=1, max=16)},)
+
+
+def _cnn():
+    from torchedge.models import load_model
+
+    model, inputs = load_model("cnn")
+    return model, inputs, ({0: Dim("batch", min=1, max=8)},)
+
+
+def _llama():
+    from torchedge.models import load_model
+
+    model, inputs = load_model("llama")
+    return model, inputs, ({1: Dim("seq", min=2, max=128)},)
+
+
+CASES = {"small": (_small, [(1, 8), (3, 8), (16, 8)]),
+         "cnn": (_cnn, [(1, 3, 32, 32), (5, 3, 32, 32), (8, 3, 32, 32)]),
+         "llama": (_llama, [(1, 2), (1, 17), (1, 128)])}
+
+
+@functools.cache
+def _exported(name):
+    factory, _ = CASES[name]
+    model, inputs, dims = factory()
+    return model, torch.export.export(model, inputs, dynamic_shapes=dims)
+
+
+@functools.cache
+def _torchedge_program(name):
+    return to_edge(_exported(name)[1]).to_executorch()
+
+
+def _inputs(name, shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    if name == "llama":
+        return (torch.randint(0, 4096, shape, generator=g),)
+    return (torch.randn(shape, generator=g),)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_torchedge_program_runs_every_size_on_both_runtimes(name, has_executorch):
+    model, _ = _exported(name)
+    buffer = _torchedge_program(name).buffer
+    method = Runtime.get().load_program(buffer).load_method()
+    shapes = CASES[name][1]
+    for seed, shape in enumerate(shapes + shapes[::-1]):  # grow and shrink within one loaded method
+        inputs = _inputs(name, shape, seed)
+        expected = torch_outputs(model, inputs)
+        got = method.execute([t.numpy() for t in inputs])
+        assert [g.shape for g in got] == [e.shape for e in expected]
+        assert_matches(got, expected)
+        if has_executorch:
+            assert_matches(executorch_run(buffer, [t.numpy() for t in inputs]), expected)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_executorch_program_runs_every_size_on_torchedge(name, has_executorch):
+    if not has_executorch:
+        pytest.skip("ExecuTorch is not installed")
+    from executorch.exir import to_edge as et_to_edge
+
+    model, exported = _exported(name)
+    buffer = et_to_edge(exported).to_executorch().buffer
+    method = Runtime.get().load_program(buffer).load_method()
+    for seed, shape in enumerate(CASES[name][1]):
+        inputs = _inputs(name, shape, seed)
+        assert_matches(method.execute([t.numpy() for t in inputs]), torch_outputs(model, inputs))
+
+
+def test_memory_is_planned_for_the_upper_bound():
+    program = _torchedge_program("small")
+    plan = deserialize_pte(program.buffer).program.execution_plan[0]
+    x = plan.values[plan.inputs[0]].val
+    assert x.sizes == [16, 8] and x.shape_dynamism == TensorShapeDynamism.DYNAMIC_BOUND
+    (cat_out,) = [plan.values[i].val for i in plan.outputs[1:]]
+    assert cat_out.sizes == [2 * 16 * 8] and cat_out.shape_dynamism == TensorShapeDynamism.DYNAMIC_BOUND
+    meta = Runtime.get().load_program(program.buffer).metadata("forward")
+    assert meta.inputs[0].shape == (16, 8) and meta.inputs[0].dynamic
+    # the largest run touches every planned byte, so the planned buffer must hold it
+    assert plan.non_const_buffer_sizes[1] >= 4 * (16 * 8 + 16 * 4 + 2 * 16 * 8)
+
+
+def test_sizes_outside_the_exported_range_are_input_errors():
+    method = Runtime.get().load_program(_torchedge_program("small").buffer).load_method()
+    with pytest.raises(InputError, match=r"at most \[16, 8\]"):
+        method.execute([np.zeros((17, 8), np.float32)])
+    with pytest.raises(InputError, match=r"at most \[16, 8\]"):
+        method.execute([np.zeros((4, 9), np.float32)])
+    with pytest.raises(InputError, match="rank 2"):
+        method.execute([np.zeros((4, 8, 1), np.float32)])
+    out, _ = method.execute([np.ones((2, 8), np.float32)])  # still usable after the errors
+    assert out.shape == (2, 1)
+
+
+def test_unbounded_dimension_is_an_export_error():
+    model, inputs, _ = _small()
+    exported = torch.export.export(model, inputs, dynamic_shapes=({0: Dim("batch")},))
+    with pytest.raises(ExportError, match=r"Dim\('n', max="):
+        to_edge(exported).to_executorch()
+
+
+def test_onnxruntime_partitioner_leaves_dynamic_operators_portable():
+    pytest.importorskip("onnxruntime")
+    from torchedge.backends.onnxruntime import OnnxRuntimePartitioner
+    from torchedge.exir import to_edge_transform_and_lower
+
+    model, exported = _exported("small")
+    program = to_edge_transform_and_lower(exported, partitioner=[OnnxRuntimePartitioner(1)]).to_executorch()
+    method = Runtime.get().load_program(program.buffer).load_method()
+    for seed, shape in enumerate(CASES["small"][1]):
+        inputs = _inputs("small", shape, seed)
+        assert_matches(method.execute([t.numpy() for t in inputs]), torch_outputs(model, inputs))
+
+
+def test_inspect_shows_upper_bounds():
+    from torchedge.runtime.inspect import describe_program
+
+    assert "float32[<=16, <=8]" in describe_program(_torchedge_program("small").buffer)
