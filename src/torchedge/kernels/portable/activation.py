@@ -13,7 +13,7 @@ from torchedge.kernels.dtypes import BOOL, accumulate_dtype, can_cast, float_res
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, write
 from torchedge.kernels.portable.comparison import clamp, keep_signed_zeros
 from torchedge.kernels.portable.elementwise import SAME, check_same_dtype, opmath_buffer, store, unary_kernel
-from torchedge.kernels.portable.special import erf
+from torchedge.kernels.portable.special import BLOCK, erf, erf_block32
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["relu", "hardtanh", "gelu", "elu", "leaky_relu", "hardsigmoid", "hardswish", "silu", "logit", "softmax",
@@ -117,6 +117,21 @@ def logit(self, eps, out):
     store(out, buf, dtype)
 
 
+def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
+    """x/2 * (1 + erf(x/sqrt(2))) block by block, every pass over a block while it is in cache."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    direct = out.dtype == np.float32 and out.flags.c_contiguous and not np.may_share_memory(flat, out)
+    result = out.reshape(-1) if direct else np.empty(flat.shape, np.float32)
+    for start in range(0, flat.size, BLOCK):
+        block, y = flat[start:start + BLOCK], result[start:start + BLOCK]
+        erf_block32(block * np.float32(1 / math.sqrt(2)), y)
+        y += 1
+        y *= block
+        y *= np.float32(0.5)
+    if not direct:
+        write(out, result.reshape(x.shape))
+
+
 @register_kernel("aten::gelu.out")
 def gelu(self, approximate, out):
     op = "aten::gelu.out"
@@ -124,8 +139,11 @@ def gelu(self, approximate, out):
     check(approximate in ("none", "tanh"), op, f"approximate must be 'none' or 'tanh', got {approximate!r}")
     with quiet():
         x = self.astype(accumulate_dtype(self.dtype), copy=False)
+        if approximate == "none" and x.dtype == np.float32:
+            _gelu_erf_float32(x, out)
+            return
         if approximate == "none":  # x/2 * (1 + erf(x/sqrt(2)))
-            y = erf(x * (1 / math.sqrt(2)), single=x.dtype.itemsize < 8)
+            y = erf(x * (1 / math.sqrt(2)))
             y += 1
             y *= x
             y *= 0.5

@@ -1,12 +1,18 @@
 """The error function and its inverse for NumPy arrays (NumPy has none, and the runtime has no SciPy).
 
-``erf(x) = x * g(|x|)`` with ``g(a) = erf(a) / a``, which is smooth and keeps the
-relative accuracy of erf near zero. ``g`` is approximated piecewise on intervals of
-equal width up to ``top`` (past it erf rounds to ±1): one polynomial per interval, in
-the local variable ``t`` in [-1, 1], evaluated with Horner's rule on coefficients
-gathered per element. There are no boolean masks (slow on unsorted data): every element
-runs the same arithmetic. The coefficients are Chebyshev interpolants of ``math.erf``,
-computed once per precision when first needed.
+Two ``erf`` methods, by precision:
+
+* float32 (also used for float16 and bfloat16 results): ``erf(x) = x * P(x²) / Q(x²)`` on
+  ``x`` clamped to [-4, 4] (beyond, erf rounds to ±1), a rational minimax approximation
+  accurate to about 4 ulp, evaluated in blocks that stay in cache. It runs at about a
+  third of the cost of the piecewise method and is what GELU uses.
+* float64: ``erf(x) = x * g(|x|)`` with ``g(a) = erf(a) / a``, which is smooth and keeps the
+  relative accuracy of erf near zero. ``g`` is approximated piecewise on intervals of
+  equal width up to ``top``: one polynomial per interval, in the local variable ``t`` in
+  [-1, 1], evaluated with Horner's rule on coefficients gathered per element, with no
+  boolean masks (slow on unsorted data). The coefficients are Chebyshev interpolants of
+  ``math.erf``, computed once when first needed. ``erfinv`` refines its float32 guesses
+  with this method too: near ±1 it needs erf to better than the rational's few ulp.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.polynomial import chebyshev
 
-__all__ = ["erf", "erfinv"]
+__all__ = ["erf", "erfinv", "erf_block32", "BLOCK"]
 
 
 def _g(a: float) -> float:
@@ -76,10 +82,41 @@ def _plan(single: bool) -> _ErfPlan:
     return _ErfPlan(tol=2e-16, top=6.0, width=0.25, dtype=np.float64)
 
 
-def erf(x: np.ndarray, single: bool = False) -> np.ndarray:
+# Coefficients of P and Q for the float32 method, lowest power of x² first (the rational
+# approximation Eigen and XLA use for float erf).
+_P32 = tuple(np.float32(c) for c in (-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04,
+                                     -5.69250639462346e-05, -2.10102402082508e-06, 2.77068142495902e-08,
+                                     -2.72614225801306e-10))
+_Q32 = tuple(np.float32(c) for c in (-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03,
+                                     -2.13374055278905e-04, -1.45660718464996e-05))
+BLOCK = 1 << 14  # elements per block: the ~25 passes over a block stay in the L2 cache
+
+
+def erf_block32(block: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The float32 method on one block (at most `BLOCK` elements, for speed) into ``out``."""
+    with np.errstate(invalid="ignore"):
+        block = np.clip(block, -4, 4, dtype=np.float32)  # nan stays nan
+        z = block * block
+        numerator = _polynomial(_P32, z)
+        numerator *= block
+        return np.divide(numerator, _polynomial(_Q32, z), out=out)
+
+
+def _erf_float32(x: np.ndarray) -> np.ndarray:
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(flat.shape, np.float32)
+    for start in range(0, flat.size, BLOCK):
+        erf_block32(flat[start:start + BLOCK], out[start:start + BLOCK])
+    return out.reshape(np.shape(x))
+
+
+def erf(x: np.ndarray, single: bool = False, precise: bool = False) -> np.ndarray:
     """erf of an array: in float32 with ``single=True`` (for float32 and 16-bit float
-    results, to about 2 ulp), else in float64 (to a few ulp)."""
+    results: the rational method, about 4 ulp, or with ``precise`` the piecewise one,
+    about 2 ulp), else in float64 (to a few ulp)."""
     x = np.asarray(x)
+    if single and not precise:
+        return _erf_float32(x)
     if x.ndim == 0:  # ufuncs turn 0-dim arrays into scalars, which can't be written in place
         return _plan(single)(x.reshape(1)).reshape(())
     return _plan(single)(x)
@@ -93,8 +130,10 @@ _TAIL = ([-1.970840454, -1.624906493, 3.429567803, 1.641345311], [1.0, 3.5438892
 
 
 def _polynomial(coefficients, z: np.ndarray) -> np.ndarray:
-    result = np.full_like(z, coefficients[-1])
-    for c in reversed(coefficients[:-1]):
+    """Horner's rule, coefficients lowest power first (at least two)."""
+    result = z * coefficients[-1]
+    result += coefficients[-2]
+    for c in reversed(coefficients[:-2]):
         result *= z
         result += c
     return result
@@ -114,6 +153,6 @@ def erfinv(y: np.ndarray, single: bool = False) -> np.ndarray:
         x = np.where(magnitude <= 0.7, central, tail).astype(dtype)
         slope = dtype(2 / math.sqrt(math.pi))  # erf'(x) = slope * exp(-x^2)
         for _ in range(2):
-            x -= (erf(x, single) - y) / (slope * np.exp(-x * x))
+            x -= (erf(x, single, precise=True) - y) / (slope * np.exp(-x * x))
         np.copyto(x, np.copysign(dtype(np.inf), y), where=magnitude == 1)
     return x
