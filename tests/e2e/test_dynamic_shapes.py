@@ -150,3 +150,13 @@ def test_inspect_shows_upper_bounds():
     from torchedge.runtime.inspect import describe_program
 
     assert "float32[<=16, <=8]" in describe_program(_torchedge_program("small").buffer)
+
+
+def test_repeated_shapes_reuse_sizes_and_new_shapes_resize():
+    """A run at the last run's shapes skips the shape functions; any other shape resizes again."""
+    model, _ = _exported("small")
+    method = Runtime.get().load_program(_torchedge_program("small").buffer).load_method()
+    for seed, batch in enumerate([4, 4, 4, 9, 9, 2, 4]):
+        inputs = _inputs("small", (batch, 8), seed)
+        assert_matches(method.execute([inputs[0].numpy()]), torch_outputs(model, inputs))
+        assert method._shapes_current  # the small model's sizes follow its input shapes

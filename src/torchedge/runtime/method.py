@@ -39,11 +39,14 @@ from torchedge.schema.program import (
     Tensor,
     TensorList,
 )
+from torchedge.schema.scalar_type import ScalarType
 
 __all__ = ["Method"]
 
 _KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE, _NOP, _RESIZING_KERNEL = range(7)
 _ET_VIEW = "executorch_prim::et_view.default"
+_ITEM, _INDEX = "aten::_local_scalar_dense", "aten::index.Tensor_out"
+_MASK_TYPES = (ScalarType.BOOL, ScalarType.BYTE)
 
 
 @dataclass(slots=True)
@@ -84,6 +87,12 @@ class Method:
         self.meta = MethodMeta.from_plan(plan)
         # Only kernels allocate at run time (data-dependent outputs); a fully delegated method skips the allocator.
         self._needs_allocator = any(s.kind == _KERNEL for s in self._steps)
+        # Dynamic shapes: when a run's input shapes equal the last run's, every tensor already has
+        # its size (unless some size depends on data), so the run can skip the shape functions.
+        self._steps_without_resizing = [_Step(_KERNEL, s.fn, s.args, s.ret, s.label)
+                                        if s.kind == _RESIZING_KERNEL else s for s in self._steps]
+        self._shapes_follow_inputs = not any(self._sizes_depend_on_data(s) for s in self._steps)
+        self._shapes_current = False  # tensors have the sizes of the current inputs
         self._copied_outputs = tuple(pos not in self._caller_outputs for pos in range(len(self._outputs)))
 
     # -- loading ---------------------------------------------------------------
@@ -159,6 +168,15 @@ class Method:
             step.kind, step.outs, step.shapes = _RESIZING_KERNEL, outs, partial(output_shapes, name)
         return step
 
+    def _sizes_depend_on_data(self, step: _Step) -> bool:
+        """Whether this step can make later sizes depend on tensor values, not only on input shapes."""
+        if step.kind in (_JUMP, _MOVE, _FREE) or step.label in DATA_DEPENDENT or step.label == _ITEM:
+            return True
+        if step.label != _INDEX:
+            return False
+        indices = self._values.schema[step.args[1]]  # a boolean mask index sizes the output by its count
+        return any(self._values.schema[i].scalar_type in _MASK_TYPES for i in indices.items if i >= 0)
+
     def _out_tensors(self, ret: int) -> tuple:
         """The tensors a kernel writes: its return slot, or the items of a returned tensor list."""
         schema = self._values.schema[ret]
@@ -197,6 +215,8 @@ class Method:
         if not isinstance(schema, Tensor):
             if isinstance(value, np.ndarray) or type(value).__module__.startswith("torch"):
                 raise InputError(f"{where}: expected a {type(current).__name__} scalar, got a tensor")
+            if value != current:  # a size may derive from it
+                self._shapes_current = False
             self._values.set(index, value)
             return
         expected = self.meta.input_tensor_meta(position)
@@ -217,8 +237,8 @@ class Method:
         if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)):
             raise InputError(f"{where}: shape {list(shape)} is outside the dynamic range the method was "
                              f"exported for (rank {len(bound)}, at most {list(bound)})")
-        if index in self._values.capacity:
-            self._values.resize(index, tuple(shape))
+        if index in self._values.capacity and self._values.resize(index, tuple(shape)):
+            self._shapes_current = False
 
     def set_outputs(self, outputs) -> None:
         """Bind caller-provided buffers to the outputs the plan does not place (``None`` entries: allocate)."""
@@ -271,7 +291,8 @@ class Method:
     def _dispatch(self) -> None:
         values = self._values
         table = values.values
-        steps = self._steps
+        steps = self._steps_without_resizing if self._shapes_current else self._steps
+        self._shapes_current = False  # until this run completes
         pc, n = 0, len(steps)
         try:
             while pc < n:
@@ -296,6 +317,7 @@ class Method:
                 elif kind == _FREE:
                     values.set(step.args[0], None)
                 pc += 1
+            self._shapes_current = self._shapes_follow_inputs
         except TorchEdgeError as e:
             raise type(e)(f"method '{self.name}', instruction {pc} ({steps[pc].label}): {e}") from e
         except Exception as e:

@@ -69,16 +69,18 @@ class ValueTable:
         for list_index in self._dependents.get(index, ()):
             self.values[list_index] = self._resolve_list(self.schema[list_index])
 
-    def resize(self, index: int, shape: tuple[int, ...]) -> None:
-        """Rebind a dynamic tensor to ``shape`` over its planned memory (no bytes move)."""
+    def resize(self, index: int, shape: tuple[int, ...]) -> bool:
+        """Rebind a dynamic tensor to ``shape`` over its planned memory (no bytes move);
+        False when it already has that shape."""
         current = self.values[index]
         if current is not None and current.shape == shape:
-            return
+            return False
         buffer, offset, dtype, bound, dim_order = self.capacity[index]
         if len(shape) != len(bound) or math.prod(shape) > math.prod(bound):
             raise KernelError(f"{self._where(index)}: shape {list(shape)} does not fit the memory planned for "
                               f"at most {list(bound)} (export with a larger Dim max)")
         self.set(index, view_of(buffer, offset, dtype, shape, dim_order, self._where(index)))
+        return True
 
     def is_dynamic(self, index: int) -> bool:
         return index in self.capacity
