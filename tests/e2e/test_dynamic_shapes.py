@@ -47,9 +47,17 @@ def _llama():
     return model, inputs, ({1: Dim("seq", min=2, max=128)},)
 
 
+def _bert():
+    from torchedge.models import load_model
+
+    model, inputs = load_model("bert")
+    return model, inputs, ({1: Dim("seq", min=2, max=128)},)
+
+
 CASES = {"small": (_small, [(1, 8), (3, 8), (16, 8)]),
          "cnn": (_cnn, [(1, 3, 32, 32), (5, 3, 32, 32), (8, 3, 32, 32)]),
-         "llama": (_llama, [(1, 2), (1, 17), (1, 128)])}
+         "llama": (_llama, [(1, 2), (1, 17), (1, 128)]),
+         "bert": (_bert, [(1, 3), (1, 50), (1, 128)])}
 
 
 @functools.cache
@@ -66,7 +74,7 @@ def _torchedge_program(name):
 
 def _inputs(name, shape, seed):
     g = torch.Generator().manual_seed(seed)
-    if name == "llama":
+    if name in ("llama", "bert"):
         return (torch.randint(0, 4096, shape, generator=g),)
     return (torch.randn(shape, generator=g),)
 
