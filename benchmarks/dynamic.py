@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.export import Dim  # noqa: E402
 
+from torchedge.devtools.dynamic_inputs import resize_along  # noqa: E402
 from torchedge.exir import to_edge  # noqa: E402
 from torchedge.models import load_model  # noqa: E402
 from torchedge.runtime import Runtime  # noqa: E402
@@ -30,17 +31,6 @@ CASES = {
     "llama": (1, Dim("seq", min=2, max=128), [8, 32, 128]),
     "cnn": (0, Dim("batch", min=1, max=16), [1, 4, 16]),
 }
-
-
-def _resized(inputs, dim: int, size: int):
-    x = inputs[0]
-    index = [slice(None)] * x.dim()
-    if size <= x.shape[dim]:
-        index[dim] = slice(0, size)
-        return (x[tuple(index)].contiguous(),)
-    reps = [1] * x.dim()
-    reps[dim] = -(-size // x.shape[dim])
-    return (x.repeat(*reps)[tuple(index[:dim] + [slice(0, size)])].contiguous(),)
 
 
 def _load(buffer):
@@ -60,7 +50,7 @@ def bench(name: str, rounds: int) -> list[list]:
     et_method = et_program.load_method("forward")
     rows = []
     for size in sizes:
-        x = _resized(inputs, dim, size)
+        x = (resize_along(inputs[0], dim, size),)
         static = _load(to_edge(torch.export.export(model, x)).to_executorch().buffer)
         np_x = [t.numpy() for t in x]
         with torch.no_grad():

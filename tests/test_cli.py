@@ -1,6 +1,7 @@
 """The command line: export, inspect, run and check on the built-in MLP."""
 
 import numpy as np
+import pytest
 
 from torchedge.cli import main
 
@@ -36,3 +37,22 @@ def test_errors_are_reported_not_raised(tmp_path, capsys):
     assert main(["inspect", str(bad)]) == 2
     assert "error" in capsys.readouterr().err
     assert main(["export", "no_such_model"]) == 2
+
+
+def test_dynamic_export_and_check_at_every_bound(tmp_path, capsys):
+    assert main(["check", "mlp", "--repeat", "1", "--dynamic", "0:0:1:16"]) == 0
+    out = capsys.readouterr().out
+    for shape in ("[4, 32]", "[1, 32]", "[16, 32]"):  # the example, MIN and MAX
+        assert f"inputs: torch.float32{shape}" in out
+    assert out.count("max abs error") == 3 and out.rstrip().endswith("PASS")
+    pte = tmp_path / "mlp.pte"
+    assert main(["export", "mlp", "-o", str(pte), "--dynamic", "0:0:1:16"]) == 0
+    assert main(["inspect", str(pte)]) == 0
+    assert "float32[<=16, <=32]" in capsys.readouterr().out
+
+
+def test_bad_dynamic_spec_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", "mlp", "--dynamic", "0:1"])
+    assert exit_info.value.code == 2
+    assert "INPUT:DIM:MIN:MAX" in capsys.readouterr().err
