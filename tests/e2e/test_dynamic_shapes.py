@@ -168,3 +168,46 @@ def test_repeated_shapes_reuse_sizes_and_new_shapes_resize():
         inputs = _inputs("small", (batch, 8), seed)
         assert_matches(method.execute([inputs[0].numpy()]), torch_outputs(model, inputs))
         assert method._shapes_current  # the small model's sizes follow its input shapes
+
+
+class DataDependent(torch.nn.Module):
+    """Sizes known only from the data (unbacked symbols) feeding later operators."""
+
+    def __init__(self, executorch_compatible: bool):
+        super().__init__()
+        # ExecuTorch's to_edge refuses masked_select (not core ATen) and the copy of nonzero's column-major out
+        self.executorch_compatible = executorch_compatible
+
+    def forward(self, x):
+        outs = [(x[x > 0] * 2).sum(), torch.nonzero(x).sum(0)]
+        if self.executorch_compatible:
+            return tuple(outs)
+        return tuple(outs + [torch.nonzero(x).float().mean(0), torch.masked_select(x, x > 0.5).exp() + 1])
+
+
+def _assert_all_close(got, expected):
+    assert [g.shape for g in got] == [e.shape for e in expected]
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("compiler", ["torchedge", "executorch"])
+def test_data_dependent_sizes_feed_later_operators(compiler, has_executorch):
+    if compiler == "executorch" and not has_executorch:
+        pytest.skip("ExecuTorch is not installed")
+    model = DataDependent(executorch_compatible=compiler == "executorch")
+    exported = torch.export.export(model, (torch.randn(4, 5),))
+    if compiler == "torchedge":
+        buffer = to_edge(exported).to_executorch().buffer
+    else:
+        from executorch.exir import to_edge as et_to_edge
+
+        buffer = et_to_edge(exported).to_executorch().buffer
+    method = Runtime.get().load_program(buffer).load_method()
+    g = torch.Generator().manual_seed(0)
+    # mixed signs, all positive, none positive (empty selections)
+    for x in [torch.randn(4, 5, generator=g), torch.rand(4, 5, generator=g) + 3, -torch.rand(4, 5, generator=g)]:
+        expected = torch_outputs(model, (x,))
+        _assert_all_close(method.execute([x.numpy()]), expected)
+        if has_executorch and compiler == "torchedge":
+            _assert_all_close(executorch_run(buffer, [x.numpy()]), expected)

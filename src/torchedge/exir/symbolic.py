@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Callable
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from torchedge.errors import ExportError
 
-__all__ = ["SYM_OPS", "is_symbolic", "upper_bound", "upper_bound_shape", "is_dynamic", "is_scalar_call",
-           "scalar_kernel_name"]
+__all__ = ["SYM_OPS", "is_symbolic", "upper_bound", "upper_bound_shape", "is_dynamic", "decided",
+           "is_scalar_call", "scalar_kernel_name"]
 
 # Python-level size arithmetic that torch.export records -> the executorch_prim kernel computing it.
 SYM_OPS: dict = {
@@ -51,6 +53,15 @@ def upper_bound_shape(shape, what: str = "a tensor") -> tuple[int, ...]:
 
 def is_dynamic(tensor: torch.Tensor) -> bool:
     return any(isinstance(s, torch.SymInt) for s in tensor.shape)
+
+
+def decided(question: Callable[[], bool], otherwise: bool) -> bool:
+    """``question()`` about sizes, or ``otherwise`` when the answer depends on sizes that only
+    the data decides (unbacked symbols, as after ``nonzero``)."""
+    try:
+        return bool(question())
+    except GuardOnDataDependentSymNode:
+        return otherwise
 
 
 def is_scalar_call(node: torch.fx.Node) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchedge.exir.symbolic import is_dynamic, upper_bound_shape
+from torchedge.exir.symbolic import decided, is_dynamic, upper_bound_shape
 
 __all__ = ["TensorSpec"]
 
@@ -55,6 +55,7 @@ class TensorSpec:
 
 
 def _dim_order_of(t: torch.Tensor) -> tuple[int, ...]:
-    if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
+    if t.dim() == 4 and decided(lambda: not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last),
+                                otherwise=False):
         return (0, 2, 3, 1)
     return contiguous_dim_order(t.dim())

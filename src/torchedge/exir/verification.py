@@ -20,7 +20,7 @@ from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.op_schema import op_name, out_variant
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node
-from torchedge.exir.symbolic import is_scalar_call
+from torchedge.exir.symbolic import decided, is_scalar_call
 
 __all__ = ["IRVerificationError", "verify_aten", "verify_edge"]
 
@@ -79,7 +79,12 @@ def _return_dtypes(node: torch.fx.Node) -> list:
 
 
 def _describable_by_dim_order(t: torch.Tensor) -> bool:
-    """Dense, non-overlapping strides: some permutation of the dims is row-major."""
+    """Dense, non-overlapping strides: some permutation of the dims is row-major (assumed
+    where the strides depend on sizes only the data decides)."""
+    return decided(lambda: _dense(t), otherwise=True)
+
+
+def _dense(t: torch.Tensor) -> bool:
     expected = 1
     for dim in sorted(range(t.dim()), key=t.stride):
         if t.size(dim) != 1 and t.stride(dim) != expected:
