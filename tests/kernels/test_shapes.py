@@ -153,12 +153,29 @@ def _extra_calls() -> list:
         _call(aten.index.Tensor, x, [torch.tensor([True, False]), None, torch.tensor([[0], [3]])]),
         _call(aten.cat.default, [torch.ones(0), torch.randn(2, 3), torch.randn(4, 3)]),
         _call(aten.slice.Tensor, x, 2, -10, 100, 3),
+        *_quantized_calls(x),
     ]
     for op in (aten._embedding_bag.default, aten._embedding_bag_forward_only.default):
         for dtype, mode, include_last_offset, padding_idx in _BAGS:
             calls.append(_call(op, weights.to(dtype), bag_indices, offsets, False, mode, False, None,
                                include_last_offset, padding_idx))
     return calls
+
+
+def _quantized_calls(x) -> list:
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines the quantized_decomposed operators)
+
+    qd, q8 = torch.ops.quantized_decomposed, torch.randint(-128, 128, (2, 3, 4), dtype=torch.int8)
+    scales, zero_points = torch.rand(3) + 0.1, torch.randint(-3, 3, (3,))
+    return [
+        _call(qd.quantize_per_tensor.default, x, 0.1, 3, -128, 127, torch.int8),
+        _call(qd.quantize_per_tensor.tensor, x, torch.tensor(0.1), torch.tensor(3), -128, 127, torch.int8),
+        _call(qd.dequantize_per_tensor.default, q8, 0.1, 3, -128, 127, torch.int8),
+        _call(qd.dequantize_per_tensor.tensor, q8, torch.tensor(0.1), torch.tensor(3), -128, 127, torch.int8),
+        _call(qd.quantize_per_channel.default, x, scales, zero_points, 1, -128, 127, torch.int8),
+        _call(qd.dequantize_per_channel.default, q8, scales, zero_points, 1, -128, 127, torch.int8),
+        _call(qd.choose_qparams.tensor, x, -128, 127, 1e-5, torch.int8),
+    ]
 
 
 # embedding_bag's index and size outs depend on the weights' dtype, the mode, include_last_offset and

@@ -10,6 +10,7 @@ import functools
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.dialects.quantized import out_variant_candidates, pte_operator_name
 
 __all__ = ["out_variant", "out_argument_names", "view_copy_variant", "is_out_variant", "op_name"]
 
@@ -19,8 +20,8 @@ _DROPPED_BY_OUT = {"dtype", "layout", "device", "pin_memory"}
 
 def op_name(op: torch._ops.OpOverload) -> str:
     """``"aten::add.out"``: the name the `.pte` operator table uses."""
-    schema = op._schema
-    return f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    name, overload = pte_operator_name(op._schema)
+    return f"{name}.{overload}" if overload else name
 
 
 def out_argument_names(op: torch._ops.OpOverload) -> list[str]:
@@ -55,8 +56,10 @@ def _matches(functional, candidate) -> bool:
 def out_variant(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
     """The out variant of a functional ATen op (``aten.add.Tensor`` -> ``aten.add.out``)."""
     packet = op.overloadpacket
-    for overload_name in packet.overloads():
-        candidate = getattr(packet, overload_name)
+    candidates = [getattr(packet, name) for name in packet.overloads()]
+    if op.namespace == "quantized_decomposed":  # ExecuTorch's out variants when loaded, else torchedge's
+        candidates += out_variant_candidates(op)
+    for candidate in candidates:
         if _matches(op, candidate):
             return candidate
     raise ExportError(f"operator '{op_name(op)}' has no out variant, so it cannot be emitted to a .pte")

@@ -17,6 +17,7 @@ from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
 from torchedge.exir.backend.lowered_module import LoweredBackendModule, executorch_call_delegate
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
 from torchedge.exir.emit.delegates import DelegateTable
+from torchedge.exir.dialects.quantized import pte_operator_name
 from torchedge.exir.emit.dim_order import dim_order_variant
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import out_argument_names
@@ -199,7 +200,7 @@ class MethodEmitter(torch.fx.Interpreter):
             arg_indices.append(outs[0].index)
         elif len(outs) > 1 and schema.returns:
             arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
-        op_index = self.operators.setdefault((schema.name, schema.overload_name), len(self.operators))
+        op_index = self.operators.setdefault(pte_operator_name(schema), len(self.operators))
         self._append(KernelCall(op_index=op_index, args=arg_indices))
         if not outs:
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")

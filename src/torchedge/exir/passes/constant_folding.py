@@ -16,6 +16,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind, InputSpec, TensorArgument
 
+from torchedge.exir.dialects.quantized import is_dequantize
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 
 __all__ = ["fold_constants", "drop_unused_constants"]
@@ -50,7 +51,8 @@ def _foldable(node: torch.fx.Node) -> bool:
         return True
     return (isinstance(node.target, torch._ops.OpOverload)
             and torch.Tag.nondeterministic_seeded not in node.target.tags
-            and not node.target._schema.is_mutable)
+            and not node.target._schema.is_mutable
+            and not is_dequantize(node.target))  # int8 weights stay int8 in the .pte
 
 
 def _evaluate(graph: torch.fx.Graph, known: dict[torch.fx.Node, object]) -> None:
@@ -82,8 +84,9 @@ def fold_constants(ep: ExportedProgram) -> ExportedProgram:
     # Boundary: folded tensors used by nodes that stay in the graph (or returned).
     boundary = [n for n in graph.nodes if n.op == "call_function" and n in known
                 and isinstance(known[n], torch.Tensor) and any(u not in known for u in n.users)]
-    if not boundary:
-        return ep
+    if not boundary:  # nothing to fold; still drop constants nothing uses (float weights PT2E replaced)
+        unused = any(not n.users for n in placeholders if n.name in by_name)
+        return drop_unused_constants(ep, gm) if unused else ep
     user_inputs = [n for n in placeholders if n.name not in by_name]
     anchor = user_inputs[0] if user_inputs else next(n for n in graph.nodes if n.op != "placeholder")
     constants = dict(ep.constants)
@@ -115,6 +118,15 @@ def _output_specs(ep: ExportedProgram, gm: torch.fx.GraphModule) -> list:
             for spec, node in zip(ep.graph_signature.output_specs, returned)]
 
 
+def _named_after(gm: torch.fx.GraphModule, specs: list[InputSpec]) -> list[InputSpec]:
+    """Input specs renamed after their placeholders (in order): rebuilding a graph may rename a
+    user input that shadows a Python builtin, such as ``input``."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return [dataclasses.replace(spec, arg=TensorArgument(node.name))
+            if isinstance(spec.arg, TensorArgument) and spec.arg.name != node.name else spec
+            for spec, node in zip(specs, placeholders)] + specs[len(placeholders):]
+
+
 def _rebuilt(ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[InputSpec],
              constants: dict, verifiers=None) -> ExportedProgram:
     """The program with the new constants inserted before the user inputs and unused inputs dropped."""
@@ -125,7 +137,7 @@ def _rebuilt(ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[Inpu
         if any(s.arg.name == node.name for s in ep.graph_signature.input_specs if s.kind != InputKind.USER_INPUT):
             gm.graph.erase_node(node)
     users_start = next((i for i, s in enumerate(old) if s.kind == InputKind.USER_INPUT), len(old))
-    input_specs = old[:users_start] + new_specs + old[users_start:]
+    input_specs = _named_after(gm, old[:users_start] + new_specs + old[users_start:])
     kept_targets = {s.target for s in input_specs if s.target is not None}
     gm.recompile()
     signature = torch.export.graph_signature.ExportGraphSignature(input_specs, _output_specs(ep, gm))

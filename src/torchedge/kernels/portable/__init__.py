@@ -18,6 +18,7 @@ from torchedge.kernels.portable import (  # noqa: F401
     normalization,
     padding,
     pooling,
+    quantized,
     random,
     reduction,
     sampling,

@@ -46,3 +46,9 @@ def topk(op: str, self, k, dim, largest, sorted, values, indices) -> list[tuple]
     check(0 <= k <= size, op, f"k ({k}) is out of range for dimension {dim} of size {size}")
     shape = replaced(self.shape, axis, k) if self.ndim else ()
     return [shape, shape]
+
+
+@register_named("quantized_decomposed::choose_qparams.Tensor_out")
+def choose_qparams(op: str, input, quant_min, quant_max, eps, dtype, scale_out, zero_point_out) -> list[tuple]:
+    """One scale and one zero point for the whole input."""
+    return [(1,), (1,)]

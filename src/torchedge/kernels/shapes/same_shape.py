@@ -28,6 +28,10 @@ _SAME_AS = [
     (("aten::avg_pool2d_backward.grad_input", "aten::avg_pool3d_backward.grad_input",
       "aten::max_pool2d_with_indices_backward.grad_input", "aten::max_pool3d_with_indices_backward.grad_input",
       "aten::_adaptive_avg_pool2d_backward.out", "aten::_adaptive_avg_pool3d_backward.out"), 1, 1),
+    # (de)quantized copies
+    (tuple(f"quantized_decomposed::{name}" for name in (
+        "quantize_per_tensor.out", "quantize_per_tensor.Tensor_out", "dequantize_per_tensor.out",
+        "dequantize_per_tensor.Tensor_out", "quantize_per_channel.out", "dequantize_per_channel.out")), 0, 1),
 ]
 
 
