@@ -114,3 +114,40 @@ def test_weights_stay_int8(name):
     weights = [t for t in _constants(quantized) if len(t.sizes) >= 2]
     assert weights and all(w.scalar_type == ScalarType.CHAR for w in weights)
     assert _constant_bytes(quantized) < 0.4 * _constant_bytes(plain)  # int8 weights; float32 biases and scales
+
+
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("name", MODELS)
+def test_onnxruntime_delegates_quantized_models_completely(name, per_channel):
+    pytest.importorskip("onnxruntime")
+    from torchedge.backends.onnxruntime import OnnxRuntimePartitioner
+    from torchedge.exir import to_edge_transform_and_lower
+
+    converted, shape, exported, _ = _quantized(name, per_channel)
+    program = to_edge_transform_and_lower(exported, partitioner=[OnnxRuntimePartitioner(1)]).to_executorch()
+    plan = program.program.execution_plan[0]
+    assert len(plan.delegates) == 1 and not plan.operators  # QuantizeLinear / DequantizeLinear in ONNX
+    method = Runtime.get().load_program(program.buffer).load_method()
+    for seed in range(3):
+        inputs = _inputs(shape, seed)
+        _assert_close_to_quantized_model(method.execute([inputs[0].numpy()]), torch_outputs(converted, inputs))
+
+
+def test_narrow_range_quantize_stays_portable():
+    """ONNX's QuantizeLinear saturates to the dtype's whole range: [-127, 127] must not be delegated."""
+    pytest.importorskip("onnxruntime")
+    from torchedge.backends.onnxruntime.lowering import is_supported
+
+    qd = torch.ops.quantized_decomposed
+
+    class Narrow(torch.nn.Module):
+        def forward(self, x):
+            q = qd.quantize_per_tensor.default(x, 0.01, 0, -127, 127, torch.int8)
+            return qd.dequantize_per_tensor.default(q, 0.01, 0, -127, 127, torch.int8)
+
+    edge = to_edge(torch.export.export(Narrow(), (torch.randn(8),))).exported_program()
+    support = {n.target.__name__: is_supported(n) for n in edge.graph.nodes if n.op == "call_function"}
+    assert support == {"quantize_per_tensor.default": False, "dequantize_per_tensor.default": True}
+    x = torch.randn(8) * 3
+    got = Runtime.get().load_program(to_edge(torch.export.export(Narrow(), (x,))).to_executorch().buffer)
+    np.testing.assert_array_equal(got.load_method().execute([x.numpy()])[0], Narrow()(x).numpy())

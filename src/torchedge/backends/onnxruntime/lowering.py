@@ -23,7 +23,8 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 # The ops_* modules register their translations on import.
-from torchedge.backends.onnxruntime import ops_creation, ops_elementwise, ops_index, ops_nn, ops_reduce, ops_shape  # noqa: F401
+from torchedge.backends.onnxruntime import (  # noqa: F401  (translations register themselves)
+    ops_creation, ops_elementwise, ops_index, ops_nn, ops_quantized, ops_reduce, ops_shape)
 from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder, value_info
 from torchedge.backends.onnxruntime.registry import NodeArgs, lowering_for
 from torchedge.errors import ExportError
