@@ -23,6 +23,7 @@ from torchedge.errors import (
     TorchEdgeError,
 )
 from torchedge.kernels.allocator import reset_allocator, use_allocator
+from torchedge.kernels.portable.common import quiet_run
 from torchedge.kernels.registry import get_kernel
 from torchedge.kernels.shapes import DATA_DEPENDENT, has_shape_function, output_shapes
 from torchedge.runtime.backend import get_backend
@@ -284,7 +285,8 @@ class Method:
         self.memory.reset_runtime()
         token = use_allocator(self.memory.allocate)
         try:
-            self._dispatch()
+            with quiet_run():
+                self._dispatch()
         finally:
             reset_allocator(token)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
 from torchedge.errors import KernelError
@@ -53,9 +56,27 @@ def finish(out: np.ndarray, buffer: np.ndarray) -> None:
         write(out, buffer)
 
 
+_RUN = threading.local()  # .quiet: the runtime ignores floating-point warnings for a whole method run
+_ALREADY_QUIET = contextlib.nullcontext()
+
+
 def quiet():
     """IEEE results (inf, nan) without NumPy's warnings, as ATen computes them."""
-    return np.errstate(all="ignore")
+    return _ALREADY_QUIET if getattr(_RUN, "quiet", False) else np.errstate(all="ignore")
+
+
+@contextlib.contextmanager
+def quiet_run():
+    """One `quiet` scope around a whole method run: kernels then skip their own (a few µs each)."""
+    if getattr(_RUN, "quiet", False):
+        yield
+        return
+    with np.errstate(all="ignore"):
+        _RUN.quiet = True
+        try:
+            yield
+        finally:
+            _RUN.quiet = False
 
 
 def as_scalar(value, dtype):
