@@ -1,7 +1,7 @@
 """Spine models: torchedge vs PyTorch eager vs the real ExecuTorch (portable), in one run.
 
-Prints latency (median, one thread everywhere), ratios, planned memory bytes and
-`.pte` sizes. Usage: python benchmarks/models.py [model ...] [--repeat N]
+Prints latency (one thread everywhere, sides timed in alternating rounds), ratios, planned
+memory bytes and `.pte` sizes. Usage: python benchmarks/models.py [model ...] [--repeat ROUNDS]
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ def bench(name: str, repeat: int) -> list:
     np_inputs = [t.numpy() for t in inputs]
     et_method = ETRuntime.get().load_program(theirs.buffer).load_method("forward")
 
-    with torch.no_grad():
-        t_eager = _common.median_seconds(lambda: model(*inputs), repeat)
-    t_ours = _common.median_seconds(lambda: method.execute(np_inputs), repeat)
-    t_et = _common.median_seconds(lambda: et_method.execute(list(inputs)), max(1, repeat // 4))
+    t = _common.interleaved_seconds({"ours": lambda: method.execute(np_inputs),
+                                     "eager": torch.no_grad()(lambda: model(*inputs)),
+                                     "et": lambda: et_method.execute(list(inputs))}, repeat)
+    t_ours, t_eager, t_et = t["ours"], t["eager"], t["et"]
 
     ours_mem = sum(ours.program.execution_plan[0].non_const_buffer_sizes)
     et_mem = sum(theirs.executorch_program.execution_plan[0].non_const_buffer_sizes)
