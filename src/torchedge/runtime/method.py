@@ -86,8 +86,9 @@ class Method:
         instructions = chains[0].instructions if chains else []
         self._steps = [self._compile(pc, ins, plan) for pc, ins in enumerate(instructions)]
         self.meta = MethodMeta.from_plan(plan)
-        # Only kernels allocate at run time (data-dependent outputs); a fully delegated method skips the allocator.
-        self._needs_allocator = any(s.kind == _KERNEL for s in self._steps)
+        # Kernels need the run's allocator (data-dependent outputs) and error scope; a fully delegated
+        # method runs without either.
+        self._runs_kernels = any(s.kind in (_KERNEL, _RESIZING_KERNEL) for s in self._steps)
         # Dynamic shapes: when a run's input shapes equal the last run's, every tensor already has
         # its size (unless some size depends on data), so the run can skip the shape functions.
         self._steps_without_resizing = [_Step(_KERNEL, s.fn, s.args, s.ret, s.label)
@@ -279,7 +280,7 @@ class Method:
                 for copy, v in zip(self._copied_outputs, [table[i] for i in self._outputs])]
 
     def _run(self) -> None:
-        if not self._needs_allocator:
+        if not self._runs_kernels:
             self._dispatch()
             return
         self.memory.reset_runtime()
