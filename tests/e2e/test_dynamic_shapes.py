@@ -211,3 +211,19 @@ def test_data_dependent_sizes_feed_later_operators(compiler, has_executorch):
         _assert_all_close(method.execute([x.numpy()]), expected)
         if has_executorch and compiler == "torchedge":
             _assert_all_close(executorch_run(buffer, [x.numpy()]), expected)
+
+
+def test_dynamic_outputs_need_planned_memory_and_inputs_may_be_callers():
+    from torchedge.exir import ExecutorchBackendConfig
+    from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
+
+    model, exported = _exported("small")
+    with pytest.raises(ExportError, match="alloc_graph_output=True"):
+        to_edge(exported).to_executorch(ExecutorchBackendConfig(
+            memory_planning_pass=MemoryPlanningPass(alloc_graph_output=False)))
+    program = to_edge(exported).to_executorch(ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)))
+    method = Runtime.get().load_program(program.buffer).load_method()
+    for seed, shape in enumerate([(5, 8), (2, 8)]):
+        inputs = _inputs("small", shape, seed)
+        assert_matches(method.execute([inputs[0].numpy()]), torch_outputs(model, inputs))

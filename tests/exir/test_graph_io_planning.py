@@ -49,3 +49,12 @@ def test_caller_provided_output_buffers_are_written_in_place():
         method.execute([inputs[0].numpy()], outputs=[None, np.zeros((4, 3), np.float32)])
     with pytest.raises(InputError, match="planned memory"):
         method.execute([inputs[0].numpy()], outputs=[np.zeros(12, np.float32), None])
+
+
+def test_caller_inputs_are_bound_each_run_never_overwritten():
+    model, _, program = _compile(False, True)
+    method = Runtime.get().load_program(program.buffer).load_method()
+    first, second = np.ones((3, 4), np.float32), np.full((3, 4), -2.0, np.float32)
+    method.execute([first])
+    assert_matches(method.execute([second]), torch_outputs(model, (torch.from_numpy(second),)))
+    np.testing.assert_array_equal(first, np.ones((3, 4), np.float32))  # the caller's earlier input is untouched

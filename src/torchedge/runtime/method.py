@@ -78,6 +78,8 @@ class Method:
         # Outputs the plan gives no memory: the caller supplies it (or execute allocates it).
         self._caller_outputs = {pos for pos, i in enumerate(self._outputs)
                                 if self._values.is_unallocated_tensor(i) and i not in self._inputs}
+        # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
+        self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
         self._handles: list = []
         self._delegates = [self._init_delegate(d, pte) for d in (plan.delegates or [])]
         chains = plan.chains or []
@@ -205,7 +207,7 @@ class Method:
             target = table[index]
             # Fast path: an array of the planned dtype and of the shape the input memory has now.
             if (type(value) is np.ndarray and type(target) is np.ndarray and value.dtype == target.dtype
-                    and value.shape == target.shape):
+                    and value.shape == target.shape and index not in self._caller_inputs):
                 target[...] = value
             else:
                 self._set_input(position, index, value)
@@ -230,7 +232,9 @@ class Method:
             current = self._values[index]
         elif array.shape != expected.shape:
             raise InputError(f"{where}: expected shape {list(expected.shape)}, got {list(array.shape)}")
-        if current is None:
+        if index in self._caller_inputs:
+            if current is None or current.shape != array.shape:
+                self._shapes_current = False
             self._values.set(index, np.ascontiguousarray(array))
         else:
             np.copyto(current, array)

@@ -81,8 +81,15 @@ def _unplanned_graph_io(graph_module: torch.fx.GraphModule, inputs: bool, output
             skip.update(id(s.placement_owner()) for s in _node_specs(node) if not s.const)
         if not outputs and node.op == "output":  # outputs that are views stay planned with their base
             torch.fx.node.map_arg(node.args, lambda n: skip.update(
-                id(s) for s in _node_specs(n) if s.base is None and not s.const))
+                id(_static_output(n, s)) for s in _node_specs(n) if s.base is None and not s.const))
     return skip
+
+
+def _static_output(node: torch.fx.Node, spec: TensorSpec) -> TensorSpec:
+    if spec.dynamic:  # the kernel resizes it within planned memory: a caller's buffer cannot follow
+        raise ExportError(f"output {describe_node(node)} has a dynamic shape, so it needs planned memory: "
+                          "compile with alloc_graph_output=True")
+    return spec
 
 
 def planned_specs(graph_module: torch.fx.GraphModule, skip: set[int] = frozenset()) -> list[tuple[str, TensorSpec]]:
