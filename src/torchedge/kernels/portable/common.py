@@ -4,25 +4,33 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import NoReturn
 
 import numpy as np
 
 from torchedge.errors import KernelError
 
-__all__ = ["check", "wrap_dim", "wrap_dims", "write", "scratch", "finish", "quiet", "as_scalar", "pair"]
+__all__ = ["check", "fail", "wrap_dim", "wrap_dims", "write", "scratch", "finish", "quiet", "as_scalar", "pair"]
 
 
 def check(condition: bool, op: str, message: str) -> None:
-    """Raise `KernelError` naming ``op`` unless ``condition`` holds."""
+    """Raise `KernelError` naming ``op`` unless ``condition`` holds.
+
+    Hot paths write ``if not condition: fail(op, f"...")`` instead, so that the message is
+    formatted only when it is raised."""
     if not condition:
-        raise KernelError(f"{op}: {message}")
+        fail(op, message)
+
+
+def fail(op: str, message: str) -> NoReturn:
+    raise KernelError(f"{op}: {message}")
 
 
 def wrap_dim(dim: int, ndim: int, op: str) -> int:
     """A possibly negative dim as an index in ``[0, ndim)``; a 0-dim tensor accepts 0 and -1."""
     n = max(ndim, 1)
-    check(-n <= dim < n, op, f"dim {dim} is out of range for a tensor of {ndim} dimension(s) "
-                             f"(expected a value in [{-n}, {n - 1}])")
+    if not -n <= dim < n:
+        fail(op, f"dim {dim} is out of range for a tensor of {ndim} dimension(s) (expected a value in [{-n}, {n - 1}])")
     return dim % n
 
 

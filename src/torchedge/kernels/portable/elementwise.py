@@ -14,7 +14,7 @@ import numpy as np
 
 from torchedge.kernels.dtypes import (BOOL, accumulate_dtype, can_cast, category, float_result_type,
                                       is_floating, result_type)
-from torchedge.kernels.portable.common import as_scalar, check, quiet, write
+from torchedge.kernels.portable.common import as_scalar, check, fail, quiet, write
 from torchedge.kernels.portable.special import erf, erfinv
 from torchedge.kernels.registry import register_kernel
 
@@ -67,18 +67,23 @@ def store(out: np.ndarray, buffer: np.ndarray, dtype) -> None:
 
 
 def _check_out(op: str, dtype, out: np.ndarray) -> None:
-    check(can_cast(dtype, out.dtype), op, f"result type {dtype} can't be cast to the desired output type {out.dtype}")
+    if not can_cast(dtype, out.dtype):
+        fail(op, f"result type {dtype} can't be cast to the desired output type {out.dtype}")
 
 
 def check_same_dtype(op: str, dtype, out: np.ndarray) -> None:
     """ATen's unary ops (and activations) write only into an out of the input's dtype."""
-    check(out.dtype == dtype, op, f"expected out to have dtype {dtype} (the input's), got {out.dtype}")
+    if out.dtype != dtype:
+        fail(op, f"expected out to have dtype {dtype} (the input's), got {out.dtype}")
+
+
+_CATEGORY_LETTERS = "bifc"  # category 0 bool, 1 integer, 2 floating, 3 complex
 
 
 def _check_kind(op: str, dtype, kinds: str) -> None:
     """``kinds``: the categories allowed, 'b' bool, 'i' integer, 'f' floating."""
-    allowed = {"b": 0, "i": 1, "f": 2}
-    check(category(dtype) in {allowed[k] for k in kinds}, op, f"is not implemented for dtype {dtype}")
+    if _CATEGORY_LETTERS[category(dtype)] not in kinds:
+        fail(op, f"is not implemented for dtype {dtype}")
 
 
 def binary(op: str, fn, rule: str, a, b, out: np.ndarray, kinds: str = "bif", opmath: bool = False) -> None:

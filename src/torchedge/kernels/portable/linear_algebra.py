@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
-from torchedge.kernels.portable.common import as_scalar, check, finish, quiet
+from torchedge.kernels.portable.common import as_scalar, check, fail, finish, quiet
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["matmul_into", "mm", "bmm", "addmm"]
@@ -26,9 +26,10 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, dtype) -> np.ndar
 
 
 def _check_matrices(op: str, a: np.ndarray, b: np.ndarray, ndim: int) -> None:
-    check(a.ndim == ndim and b.ndim == ndim, op, f"expected {ndim}-D tensors, got shapes {list(a.shape)} "
-                                                 f"and {list(b.shape)}")
-    check(a.shape[-1] == b.shape[-2], op, f"shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied")
+    if a.ndim != ndim or b.ndim != ndim:
+        fail(op, f"expected {ndim}-D tensors, got shapes {list(a.shape)} and {list(b.shape)}")
+    if a.shape[-1] != b.shape[-2]:
+        fail(op, f"shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied")
 
 
 @register_kernel("aten::mm.out")
