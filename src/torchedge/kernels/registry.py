@@ -68,8 +68,9 @@ def register_kernel(*op_names: str):
 
 
 def _ensure_portable_loaded() -> None:
-    # Importing the portable library registers its kernels.
+    # Importing the portable and quantized libraries registers their kernels.
     import torchedge.kernels.portable  # noqa: F401
+    import torchedge.kernels.quantized  # noqa: F401
 
 
 def get_kernel(op_name: str) -> Kernel:

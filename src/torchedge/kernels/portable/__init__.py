@@ -18,7 +18,6 @@ from torchedge.kernels.portable import (  # noqa: F401
     normalization,
     padding,
     pooling,
-    quantized,
     random,
     reduction,
     sampling,

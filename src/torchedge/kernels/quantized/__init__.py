@@ -1,0 +1,7 @@
+"""The quantized kernel library: kernels of the ``quantized_decomposed`` operators that
+PT2E-quantized programs call (ExecuTorch's ``kernels/quantized``). NumPy only.
+
+Importing this package registers them with `torchedge.kernels.registry`.
+"""
+
+from torchedge.kernels.quantized import affine  # noqa: F401
