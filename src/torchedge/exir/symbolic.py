@@ -18,7 +18,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from torchedge.errors import ExportError
 
-__all__ = ["SYM_OPS", "is_symbolic", "upper_bound", "upper_bound_shape", "is_dynamic", "decided",
+__all__ = ["SYM_OPS", "upper_bound", "upper_bound_shape", "is_dynamic", "decided",
            "is_scalar_call", "scalar_kernel_name"]
 
 # Python-level size arithmetic that torch.export records -> the executorch_prim kernel computing it.
@@ -29,10 +29,6 @@ SYM_OPS: dict = {
     torch.sym_max: "sym_max", torch.sym_min: "sym_min", torch.sym_float: "sym_float", torch.sym_int: "sym_int",
     torch.sym_not: "sym_not", torch.sym_ite: "sym_ite", math.ceil: "ceil", math.trunc: "trunc", round: "round",
 }
-
-
-def is_symbolic(value) -> bool:
-    return isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
 
 
 def upper_bound(size, what: str = "a dimension") -> int:
