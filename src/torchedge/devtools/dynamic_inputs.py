@@ -5,8 +5,12 @@ Parsing needs no torch (the CLI parses before it knows whether torch is needed).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torchedge.errors import ExportError
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DynamicDim", "parse_dynamic", "dynamic_shapes", "resize_along"]
 
@@ -46,7 +50,7 @@ def dynamic_shapes(dims: list[DynamicDim], num_inputs: int) -> tuple | None:
     return tuple(spec)
 
 
-def resize_along(tensor: "torch.Tensor", dim: int, size: int) -> "torch.Tensor":
+def resize_along(tensor: torch.Tensor, dim: int, size: int) -> torch.Tensor:
     """``tensor`` cut or tiled along ``dim`` to ``size`` (inputs of another size, same kind of data)."""
     reps = [1] * tensor.dim()
     reps[dim] = -(-size // tensor.shape[dim])

@@ -93,8 +93,10 @@ class Method:
         self._runs_kernels = any(s.kind in (_KERNEL, _RESIZING_KERNEL) for s in self._steps)
         # Dynamic shapes: when a run's input shapes equal the last run's, every tensor already has
         # its size (unless some size depends on data), so the run can skip the shape functions.
-        self._steps_without_resizing = [_Step(_KERNEL, s.fn, s.args, s.ret, s.label)
-                                        if s.kind == _RESIZING_KERNEL else s for s in self._steps]
+        self._steps_without_resizing = self._steps
+        if any(s.kind == _RESIZING_KERNEL for s in self._steps):
+            self._steps_without_resizing = [_Step(_KERNEL, s.fn, s.args, s.ret, s.label)
+                                            if s.kind == _RESIZING_KERNEL else s for s in self._steps]
         self._shapes_follow_inputs = not any(self._sizes_depend_on_data(s) for s in self._steps)
         self._shapes_current = False  # tensors have the sizes of the current inputs
         self._copied_outputs = tuple(pos not in self._caller_outputs for pos in range(len(self._outputs)))

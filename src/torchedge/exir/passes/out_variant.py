@@ -14,7 +14,7 @@ import torch
 from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
-from torchedge.exir.op_schema import is_out_variant, op_name, out_argument_names, out_variant
+from torchedge.exir.op_schema import is_out_variant, out_argument_names, out_variant
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
