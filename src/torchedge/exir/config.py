@@ -35,6 +35,10 @@ class ExecutorchBackendConfig:
       Compilation fails on an operator the target lacks (``check_kernels=False`` skips it).
     backend_set: backend ids the target runtime has; delegates to any other fail to compile.
     emit_stacktrace: write each instruction's source stack trace into the `.pte`.
+    emit_mutable_buffer_names: name each mutable buffer in the `.pte` (``ExtraTensorInfo``).
+    run_reinplace_pass: state updates write into the mutated buffer itself where that is exact
+      (a KV-cache update costs the new rows); False keeps ExecuTorch's default, a write-back
+      ``copy_`` of the whole buffer after the graph.
     """
 
     passes: list[Callable] = field(default_factory=list)
@@ -46,3 +50,5 @@ class ExecutorchBackendConfig:
     backend_set: Iterable[str] | None = None
     check_kernels: bool = True
     emit_stacktrace: bool = False
+    emit_mutable_buffer_names: bool = False
+    run_reinplace_pass: bool = True

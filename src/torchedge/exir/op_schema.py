@@ -12,7 +12,7 @@ import torch
 from torchedge.errors import ExportError
 from torchedge.exir.dialects.quantized import out_variant_candidates, pte_operator_name
 
-__all__ = ["out_variant", "out_argument_names", "view_copy_variant", "is_out_variant", "op_name"]
+__all__ = ["out_variant", "out_argument_names", "view_copy_variant", "is_out_variant", "is_inplace", "op_name"]
 
 # Arguments of a functional op that its out variant drops: `out` already fixes them.
 _DROPPED_BY_OUT = {"dtype", "layout", "device", "pin_memory"}
@@ -35,6 +35,14 @@ def out_argument_names(op: torch._ops.OpOverload) -> list[str]:
 
 def is_out_variant(op) -> bool:
     return isinstance(op, torch._ops.OpOverload) and bool(out_argument_names(op))
+
+
+def is_inplace(op) -> bool:
+    """An in-place op (``aten.copy_``, ``aten.index_put_``): it writes its first, positional argument."""
+    if not isinstance(op, torch._ops.OpOverload) or not op._schema.arguments:
+        return False
+    first = op._schema.arguments[0]
+    return not first.kwarg_only and first.alias_info is not None and first.alias_info.is_write
 
 
 def _matches(functional, candidate) -> bool:

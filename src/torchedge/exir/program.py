@@ -25,6 +25,8 @@ from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes.constant_folding import fold_constants
 from torchedge.exir.passes.debug_handles import DebugHandlePass
+from torchedge.exir.passes.dense_outputs import DenseOutputsPass
+from torchedge.exir.passes.mutable_state import MutableStatePass, mutable_buffers
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
 from torchedge.schema.program import Program
@@ -34,7 +36,7 @@ __all__ = ["to_edge", "to_edge_transform_and_lower", "EdgeProgramManager", "Exec
            "MethodPlanSummary"]
 
 # ATen dialect -> Edge dialect, after core-ATen decomposition.
-EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass, ScalarToTensorPass, DebugHandlePass)
+EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass, DenseOutputsPass, ScalarToTensorPass, DebugHandlePass)
 
 
 def _as_method_dict(programs) -> dict[str, ExportedProgram]:
@@ -134,34 +136,42 @@ class EdgeProgramManager:
     def to_executorch(self, config: ExecutorchBackendConfig | None = None) -> "ExecutorchProgramManager":
         """Out variants, memory planning and emission; serialises to `.pte` bytes."""
         config = config or ExecutorchBackendConfig()
-        constants, delegate_data = ConstantTable(), DelegateTable()
-        plans, graphs, summaries, debug_handles = [], {}, {}, {}
+        planner = config.memory_planning_pass
+        graphs, summaries = {}, {}
         available = kernel_set_predicate(config.kernel_set)
         for name in sorted(self._methods):
             ep = self._methods[name]
             sig = ep.graph_signature
+            state = mutable_buffers(sig)
             constant_names = (set(sig.inputs_to_parameters) | set(sig.inputs_to_buffers)
-                              | set(sig.inputs_to_lifted_tensor_constants))
+                              | set(sig.inputs_to_lifted_tensor_constants)) - set(state)
             gm = copy.deepcopy(ep.graph_module)
-            gm = run_passes(gm, [*config.passes, ShareViewsPass(constant_names), OutVariantPass()])
+            gm = run_passes(gm, [*config.passes, ShareViewsPass(constant_names),
+                                 MutableStatePass(sig, reinplace=config.run_reinplace_pass), OutVariantPass()])
             if config.check_kernels:
                 check_loadable(gm, name, available, config.backend_set)
-            assign_specs(gm, constant_names)
-            planner = config.memory_planning_pass
+            assign_specs(gm, constant_names, state)
             planner(gm)
-            sizes = gm.meta["non_const_buffer_sizes"]
-            emitter = MethodEmitter(name, gm, ep, constants, sizes, config.emit_stacktrace, delegate_data)
+            graphs[name] = gm
+            summaries[name] = MethodPlanSummary(gm.meta["non_const_buffer_sizes"][1:], planner.lower_bound)
+        if planner.share_mutable_buffers:
+            planner.place_shared_state(list(graphs.values()))
+        constants, mutable_data, delegate_data = ConstantTable(), ConstantTable(), DelegateTable()
+        plans, debug_handles = [], {}
+        for name, gm in graphs.items():
+            emitter = MethodEmitter(name, gm, self._methods[name], constants, gm.meta["non_const_buffer_sizes"],
+                                    config.emit_stacktrace, delegate_data, mutable_data,
+                                    config.emit_mutable_buffer_names)
             plans.append(emitter.emit())
             debug_handles[name] = emitter.debug_handles
-            graphs[name] = gm
-            summaries[name] = MethodPlanSummary(sizes[1:], planner.lower_bound)
         plans.extend(emit_constant_method(n, v) for n, v in self._constant_methods.items())
         plans.sort(key=lambda p: p.name)
         program = Program(version=0, execution_plan=plans, constant_buffer=constants.buffers(),
                           backend_delegate_data=delegate_data.inline_data(), segments=[])
         buffer = serialize_pte(program, segment_alignment=config.segment_alignment,
                                constant_tensor_alignment=config.constant_tensor_alignment,
-                               extract_delegate_segments=config.extract_delegate_segments)
+                               extract_delegate_segments=config.extract_delegate_segments,
+                               mutable_data=[b.storage for b in mutable_data.buffers()])
         return ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles)
 
 

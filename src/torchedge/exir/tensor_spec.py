@@ -8,7 +8,7 @@ import torch
 
 from torchedge.exir.symbolic import decided, is_dynamic, upper_bound_shape
 
-__all__ = ["TensorSpec"]
+__all__ = ["TensorSpec", "describable_by_dim_order"]
 
 
 def contiguous_dim_order(rank: int) -> tuple[int, ...]:
@@ -32,6 +32,7 @@ class TensorSpec:
     lifetime: list[int] = field(default_factory=lambda: [-1, -1])
     base: "TensorSpec | None" = None  # set for views: they own no bytes and share the base's
     dynamic: bool = False  # some dimension is symbolic: ``shape`` holds upper bounds (DYNAMIC_BOUND)
+    state: str | None = None  # a mutable buffer's name: its bytes persist across runs, so nothing else reuses them
 
     def placement_owner(self) -> "TensorSpec":
         """The spec whose bytes this tensor lives in (itself, or the root of a view chain)."""
@@ -52,6 +53,21 @@ class TensorSpec:
     @property
     def nbytes(self) -> int:
         return self.numel * self.dtype.itemsize
+
+
+def describable_by_dim_order(t: torch.Tensor) -> bool:
+    """Dense, non-overlapping strides: some permutation of the dims is row-major (assumed
+    where the strides depend on sizes only the data decides)."""
+    return decided(lambda: _dense(t), otherwise=True)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    expected = 1
+    for dim in sorted(range(t.dim()), key=t.stride):
+        if t.size(dim) != 1 and t.stride(dim) != expected:
+            return False
+        expected *= t.size(dim)
+    return True
 
 
 def _dim_order_of(t: torch.Tensor) -> tuple[int, ...]:

@@ -20,7 +20,8 @@ from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.op_schema import op_name, out_variant
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node
-from torchedge.exir.symbolic import decided, is_scalar_call
+from torchedge.exir.symbolic import is_scalar_call
+from torchedge.exir.tensor_spec import describable_by_dim_order
 
 __all__ = ["IRVerificationError", "verify_aten", "verify_edge"]
 
@@ -78,21 +79,6 @@ def _return_dtypes(node: torch.fx.Node) -> list:
     return [v.dtype if isinstance(v, torch.Tensor) else None for v in values]
 
 
-def _describable_by_dim_order(t: torch.Tensor) -> bool:
-    """Dense, non-overlapping strides: some permutation of the dims is row-major (assumed
-    where the strides depend on sizes only the data decides)."""
-    return decided(lambda: _dense(t), otherwise=True)
-
-
-def _dense(t: torch.Tensor) -> bool:
-    expected = 1
-    for dim in sorted(range(t.dim()), key=t.stride):
-        if t.size(dim) != 1 and t.stride(dim) != expected:
-            return False
-        expected *= t.size(dim)
-    return True
-
-
 def verify_edge(graph_module: torch.fx.GraphModule, check_dtypes: bool = True) -> None:
     from torchedge.kernels.registry import has_kernel
 
@@ -111,7 +97,7 @@ def verify_edge(graph_module: torch.fx.GraphModule, check_dtypes: bool = True) -
                                   "is required (run ScalarToTensorPass)")
         val = node.meta.get("val")
         for out in val if isinstance(val, (tuple, list)) else [val]:
-            if isinstance(out, torch.Tensor) and not _describable_by_dim_order(out):
+            if isinstance(out, torch.Tensor) and not describable_by_dim_order(out):
                 raise _fail(node, f"output strides {out.stride()} are not dense in any dim order")
         if check_dtypes:
             problem = _dtype_problem(node)

@@ -20,7 +20,7 @@ from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.dialects.quantized import pte_operator_name
 from torchedge.exir.emit.dim_order import dim_order_variant
 from torchedge.exir.memory import alloc, view
-from torchedge.exir.op_schema import out_argument_names
+from torchedge.exir.op_schema import is_inplace, out_argument_names
 from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node, frames
 from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
@@ -40,6 +40,7 @@ from torchedge.schema.program import (
     DoubleList,
     EValue,
     ExecutionPlan,
+    ExtraTensorInfo,
     Frame,
     FrameList,
     Instruction,
@@ -51,6 +52,7 @@ from torchedge.schema.program import (
     OptionalTensorList,
     String,
     Tensor,
+    TensorDataLocation,
     TensorList,
 )
 from torchedge.schema.scalar_type import ScalarType
@@ -73,11 +75,14 @@ class MethodEmitter(torch.fx.Interpreter):
 
     def __init__(self, name: str, graph_module: torch.fx.GraphModule, exported_program,
                  constants: ConstantTable, non_const_buffer_sizes: list[int], emit_stacktrace: bool = False,
-                 delegate_data: DelegateTable | None = None):
+                 delegate_data: DelegateTable | None = None, mutable_data: ConstantTable | None = None,
+                 emit_mutable_buffer_names: bool = False):
         super().__init__(graph_module, garbage_collect_values=False)
         self.name = name
         self.exported_program = exported_program
         self.constants = constants
+        self.mutable_data = mutable_data if mutable_data is not None else ConstantTable()
+        self.emit_mutable_buffer_names = emit_mutable_buffer_names
         self.non_const_buffer_sizes = non_const_buffer_sizes
         self.values: list[EValue] = []
         self.instructions: list[Instruction] = []
@@ -135,6 +140,8 @@ class MethodEmitter(torch.fx.Interpreter):
         spec: TensorSpec = node.meta["spec"]
         if spec.const:
             return Value(self._constant_tensor(self._constant_of(node.name), spec))
+        if spec.state:
+            return Value(self._state_tensor(node.name, spec))
         index = self._tensor_value(spec)
         self.inputs.append(index)
         return Value(index)
@@ -182,9 +189,26 @@ class MethodEmitter(torch.fx.Interpreter):
     def _emit_kernel_call(self, op: torch._ops.OpOverload, args, kwargs):
         schema = op._schema
         bound = bind_arguments(op, args, kwargs)
+        if is_inplace(op):  # ``copy_(self, src)``: returns the tensor it wrote, ``self``
+            written = bound[schema.arguments[0].name]
+            self._append_kernel_call(schema, self._schema_arguments(schema, bound) + [written.index])
+            return written
         converted = dim_order_variant(op, bound, self.node.meta["val"])
         if converted is not None:
             return self._emit_dim_order_copy(*converted, out=bound["out"])
+        arg_indices = self._schema_arguments(schema, bound)
+        outs = _flatten([bound[name] for name in out_argument_names(op)])
+        if len(outs) == 1 and schema.returns:
+            arg_indices.append(outs[0].index)
+        elif len(outs) > 1 and schema.returns:
+            arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
+        self._append_kernel_call(schema, arg_indices)
+        if not outs:
+            raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
+        return outs[0] if len(outs) == 1 else list(outs)
+
+    def _schema_arguments(self, schema, bound: dict) -> list[int]:
+        """Value indices of every schema argument in order, omitted ones from their defaults."""
         arg_indices = []
         for schema_arg in schema.arguments:
             if schema_arg.name in bound:
@@ -195,16 +219,11 @@ class MethodEmitter(torch.fx.Interpreter):
                 raise ExportError(f"operator {schema.name}.{schema.overload_name} is missing argument "
                                   f"'{schema_arg.name}'")
             arg_indices.append(self._argument(value, schema_arg.type))
-        outs = _flatten([bound[name] for name in out_argument_names(op)])
-        if len(outs) == 1 and schema.returns:
-            arg_indices.append(outs[0].index)
-        elif len(outs) > 1 and schema.returns:
-            arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
+        return arg_indices
+
+    def _append_kernel_call(self, schema, arg_indices: list[int]) -> None:
         op_index = self.operators.setdefault(pte_operator_name(schema), len(self.operators))
         self._append(KernelCall(op_index=op_index, args=arg_indices))
-        if not outs:
-            raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
-        return outs[0] if len(outs) == 1 else list(outs)
 
     def _emit_scalar_call(self, target, args, kwargs) -> Value:
         """Size arithmetic: a kernel that returns a scalar into a fresh Int/Double/Bool value."""
@@ -302,6 +321,17 @@ class MethodEmitter(torch.fx.Interpreter):
                 tensor.shape_dynamism = TensorShapeDynamism.DYNAMIC_BOUND
             index = self._add(EValue(val=tensor))
             self._spec_values[id(spec)] = index
+        return index
+
+    def _state_tensor(self, placeholder_name: str, spec: TensorSpec) -> int:
+        """A mutable buffer: planned memory that starts from the buffer's value in the program
+        (as ExecuTorch's ``InitializedMutableBufferPass`` records it), optionally named."""
+        index = self._tensor_value(spec)
+        tensor = self.values[index].val
+        tensor.data_buffer_idx = self.mutable_data.add(self._constant_of(placeholder_name))
+        if self.emit_mutable_buffer_names:
+            tensor.extra_tensor_info = ExtraTensorInfo(fully_qualified_name=spec.state,
+                                                       location=TensorDataLocation.SEGMENT)
         return index
 
     def _constant_tensor(self, data: bytes, spec: TensorSpec) -> int:

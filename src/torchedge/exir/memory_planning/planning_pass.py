@@ -15,8 +15,9 @@ from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
-from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, lower_bound
+from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, align_up, lower_bound
 from torchedge.exir.memory_planning.inplace import share_inplace
+from torchedge.exir.op_schema import is_inplace
 from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
@@ -25,17 +26,22 @@ from torchedge.exir.tensor_spec import TensorSpec
 __all__ = ["MemoryPlanningPass", "assign_specs", "planned_specs"]
 
 
-def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str]) -> None:
+def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str],
+                 state_names: dict[str, str] | None = None) -> None:
     """Attach ``meta["spec"]`` to every tensor-valued node.
 
     Out-variant calls share the spec object of the `alloc` node they write, so
-    lifetimes computed per spec cover both.
+    lifetimes computed per spec cover both; in-place calls share their first
+    argument's. ``state_names`` maps the placeholders of mutable buffers to their names.
     """
     for node in graph_module.graph.nodes:
         if node.op == "placeholder":
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
                 node.meta["spec"] = _spec(node, val, const=node.name in constant_names)
+                node.meta["spec"].state = (state_names or {}).get(node.name)
+        elif node.op == "call_function" and is_inplace(node.target):
+            node.meta["spec"] = node.args[0].meta["spec"]
         elif node.op == "call_function" and node.target is alloc:
             node.meta["spec"] = _spec(node, node.meta["val"])
         elif node.op == "call_function" and node.target is view:
@@ -78,11 +84,15 @@ def _unplanned_graph_io(graph_module: torch.fx.GraphModule, inputs: bool, output
     skip: set[int] = set()
     for node in graph_module.graph.nodes:
         if not inputs and node.op == "placeholder":
-            skip.update(id(s.placement_owner()) for s in _node_specs(node) if not s.const)
+            skip.update(id(s.placement_owner()) for s in _node_specs(node) if not s.const and not s.state)
         if not outputs and node.op == "output":  # outputs that are views stay planned with their base
             torch.fx.node.map_arg(node.args, lambda n: skip.update(
                 id(_static_output(n, s)) for s in _node_specs(n) if s.base is None and not s.const))
     return skip
+
+
+def _state_specs(graph_module: torch.fx.GraphModule) -> set[int]:
+    return {id(s) for node in graph_module.graph.nodes for s in _node_specs(node) if s.state}
 
 
 def _static_output(node: torch.fx.Node, spec: TensorSpec) -> TensorSpec:
@@ -114,6 +124,9 @@ def planned_specs(graph_module: torch.fx.GraphModule, skip: set[int] = frozenset
                 writers[id(spec)] = node
             last_use = max((position[user] for user in node.users), default=index)
             spec.lifetime[1] = max(spec.lifetime[1], last_use)
+    for spec in specs.values():
+        if spec.state:  # persists from one run to the next: its bytes are never free
+            spec.lifetime = [0, len(nodes) - 1]
     return [(writers[key].name, spec) for key, spec in specs.items()]
 
 
@@ -128,12 +141,19 @@ class MemoryPlanningPass(PassBase):
     False, user inputs/outputs get no planned memory: the caller supplies it at
     execution time (ExecuTorch's options of the same names). With ``inplace``,
     elementwise operators may write over an input that dies there (`inplace`).
+
+    Mutable buffers (state) keep their bytes for the whole run and across runs.
+    With ``share_mutable_buffers`` (ExecuTorch's option), they are left out of each
+    method's plan and `place_shared_state` puts every method's copy of a buffer
+    at one offset of memory id 2, so methods such as ``prefill`` and ``decode``
+    of one program see one KV cache.
     """
 
     def __init__(self, algorithm: Algorithm = DEFAULT_ALGORITHM, alignment: int = 16,
                  memories: list[MemorySpec] | None = None, alloc_graph_input: bool = True,
-                 alloc_graph_output: bool = True, inplace: bool = True):
+                 alloc_graph_output: bool = True, inplace: bool = True, share_mutable_buffers: bool = False):
         super().__init__()
+        self.share_mutable_buffers = share_mutable_buffers
         self.inplace = inplace
         self.alloc_graph_input = alloc_graph_input
         self.alloc_graph_output = alloc_graph_output
@@ -144,9 +164,9 @@ class MemoryPlanningPass(PassBase):
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         skip = _unplanned_graph_io(graph_module, self.alloc_graph_input, self.alloc_graph_output)
-        if self.inplace:
-            share_inplace(graph_module, skip)
-        named = planned_specs(graph_module, skip)
+        if self.inplace:  # state never lends its bytes to another tensor
+            share_inplace(graph_module, skip | _state_specs(graph_module))
+        named = planned_specs(graph_module, skip | _state_specs(graph_module) if self.share_mutable_buffers else skip)
         allocations = [Allocation(s.nbytes, s.lifetime[0], s.lifetime[1]) for _, s in named]
         placement = plan_hierarchy(allocations, self.memories, self.alignment, self.algorithm,
                                    names=[f"the output of node '{name}'" for name, _ in named])
@@ -154,10 +174,38 @@ class MemoryPlanningPass(PassBase):
         for (_, spec), (mem_id, offset) in zip(named, placement):
             spec.mem_id = mem_id
             spec.mem_offset = offset
-        for node in graph_module.graph.nodes:
-            for spec in _node_specs(node):
-                if spec.base is not None and spec.base.mem_id is not None:
-                    spec.mem_id, spec.mem_offset = spec.base.mem_id, spec.base.mem_offset
+        _place_views(graph_module)
         graph_module.meta["non_const_buffer_sizes"] = buffer_sizes(allocations, placement, self.memories,
                                                                    self.alignment)
         return PassResult(graph_module, True)
+
+    def place_shared_state(self, graph_modules: list[torch.fx.GraphModule]) -> None:
+        """Give each mutable buffer one offset in memory id 2, the same in every method (after `call`)."""
+        placed: dict[str, TensorSpec] = {}
+        size = 0
+        for graph_module in graph_modules:
+            sizes = graph_module.meta["non_const_buffer_sizes"]
+            if len(sizes) != 2:
+                raise ExportError("share_mutable_buffers needs the default single memory (id 1) for "
+                                  f"activations; the plan has {len(sizes) - 1} memories")
+            for spec in {id(s): s for n in graph_module.graph.nodes for s in _node_specs(n) if s.state}.values():
+                first = placed.setdefault(spec.state, spec)
+                if first is spec:
+                    spec.mem_id, spec.mem_offset = 2, align_up(size, self.alignment)
+                    size = spec.mem_offset + spec.nbytes
+                elif (first.shape, first.dtype) != (spec.shape, spec.dtype):
+                    raise ExportError(f"mutable buffer '{spec.state}' is {first.dtype}{list(first.shape)} in one "
+                                      f"method and {spec.dtype}{list(spec.shape)} in another: it cannot be shared")
+                else:
+                    spec.mem_id, spec.mem_offset = 2, first.mem_offset
+            _place_views(graph_module)
+        for graph_module in graph_modules:
+            graph_module.meta["non_const_buffer_sizes"].append(align_up(size, self.alignment))
+
+
+def _place_views(graph_module: torch.fx.GraphModule) -> None:
+    """Views live at their base's place."""
+    for node in graph_module.graph.nodes:
+        for spec in _node_specs(node):
+            if spec.base is not None and spec.base.mem_id is not None:
+                spec.mem_id, spec.mem_offset = spec.base.mem_id, spec.base.mem_offset

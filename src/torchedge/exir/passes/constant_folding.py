@@ -36,11 +36,14 @@ def _nbytes(value) -> int:
 
 
 def _constant_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
+    """Parameters, buffers and lifted constants, except buffers the program mutates (state)."""
     sig = ep.graph_signature
+    state = set(sig.buffers_to_mutate.values())
     values = {}
     for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
         for name, fqn in mapping.items():
-            values[name] = ep.state_dict[fqn] if fqn in ep.state_dict else ep.constants[fqn]
+            if fqn not in state:
+                values[name] = ep.state_dict[fqn] if fqn in ep.state_dict else ep.constants[fqn]
     return values
 
 
@@ -87,7 +90,7 @@ def fold_constants(ep: ExportedProgram) -> ExportedProgram:
     if not boundary:  # nothing to fold; still drop constants nothing uses (float weights PT2E replaced)
         unused = any(not n.users for n in placeholders if n.name in by_name)
         return drop_unused_constants(ep, gm) if unused else ep
-    user_inputs = [n for n in placeholders if n.name not in by_name]
+    user_inputs = [n for n in placeholders if n.name in ep.graph_signature.user_inputs]
     anchor = user_inputs[0] if user_inputs else next(n for n in graph.nodes if n.op != "placeholder")
     constants = dict(ep.constants)
     new_specs = []

@@ -14,8 +14,9 @@ import torch
 from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import executorch_call_delegate
 from torchedge.exir.memory import alloc, view
-from torchedge.exir.op_schema import is_out_variant, out_argument_names, out_variant
+from torchedge.exir.op_schema import is_inplace, is_out_variant, out_argument_names, out_variant
 from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.exir.passes.mutable_state import OUT_TO
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
 from torchedge.exir.symbolic import is_scalar_call, upper_bound_shape
@@ -53,7 +54,7 @@ class OutVariantPass(PassBase):
                 continue
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise ExportError(f"cannot emit call to {node.target!r} {describe_node(node)}")
-            if is_out_variant(node.target):
+            if is_out_variant(node.target) or is_inplace(node.target):
                 continue
             try:
                 out_op = out_variant(node.target)
@@ -84,7 +85,9 @@ class OutVariantPass(PassBase):
 
     def _rewrite(self, graph: torch.fx.Graph, node: torch.fx.Node, out_op) -> None:
         bound = bind_arguments(node.target, node.args, node.kwargs)
-        names, buffers = out_argument_names(out_op), self._buffers(graph, node)
+        target = node.meta.get(OUT_TO)  # a state update writes into the mutated tensor itself
+        names = out_argument_names(out_op)
+        buffers = [target] if target is not None else self._buffers(graph, node)
         if len(names) == 1 and isinstance(_argument(out_op, names[0]).type, torch.ListType):
             bound[names[0]] = buffers  # one Tensor[] out holding every output
         else:

@@ -1,0 +1,190 @@
+"""Buffer and user-input mutations become writes into the mutated tensor's own memory.
+
+torch.export functionalises ``self.cache.index_put_(idx, k)`` into
+``new = index_put(cache, idx, k)`` plus an output marked ``BUFFER_MUTATION``.
+ExecuTorch writes ``new`` back with a trailing ``copy_(cache, new)``: the cache
+then exists twice in planned memory and is copied whole at every step.
+
+`MutableStatePass` makes the update write into the mutated tensor itself when
+that is exact: the chain of operators from the buffer to its new value must
+each be able to write over their first argument (``index_put``, ``copy``, the
+scatters and same-shape elementwise operators, with the buffer as their ``out``),
+and nothing may read the buffer's old value after the chain starts writing. A KV-cache update then costs the new rows only. Anything else gets
+ExecuTorch's write-back ``copy_``. Buffer mutations stop being outputs; a
+mutated user input stays an output (its new value), as in ExecuTorch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
+
+from torchedge.errors import ExportError
+from torchedge.exir import memory
+from torchedge.exir.memory_planning.inplace import INPLACE_SAFE_OPS
+from torchedge.exir.op_schema import out_variant
+from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.source import describe_node
+
+__all__ = ["Mutation", "mutations", "mutable_buffers", "MutableStatePass", "OUT_TO"]
+
+_aten = torch.ops.aten
+# Functional ops whose out variant is exact with ``out`` being ``self``: the portable kernels
+# then write only the new region; ExecuTorch's copy ``self`` onto itself first.
+_OVERWRITING = frozenset({_aten.index_put.default, _aten.copy.default, _aten.slice_scatter.default,
+                          _aten.select_scatter.default})
+# Node meta key: the placeholder an out-variant node must write into instead of a new buffer.
+OUT_TO = "out_to"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """The graph writes ``value`` (a node name) into ``target`` (a placeholder name)."""
+
+    target: str
+    value: str
+    is_buffer: bool
+    fqn: str | None  # the buffer's name in the module; None for a user input
+
+
+def mutations(signature: ExportGraphSignature) -> list[Mutation]:
+    """Every buffer and user-input mutation the signature records, in output order."""
+    placeholder_of = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.BUFFER}
+    found = []
+    for spec in signature.output_specs:
+        if spec.kind == OutputKind.BUFFER_MUTATION:
+            found.append(Mutation(placeholder_of[spec.target], spec.arg.name, True, spec.target))
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            found.append(Mutation(spec.target, spec.arg.name, False, None))
+    return found
+
+
+def mutable_buffers(signature: ExportGraphSignature) -> dict[str, str]:
+    """Placeholder name -> fully qualified name of every buffer the program mutates."""
+    return {m.target: m.fqn for m in mutations(signature) if m.is_buffer}
+
+
+def _same_tensor_type(a: torch.fx.Node, b: torch.fx.Node) -> bool:
+    va, vb = a.meta.get("val"), b.meta.get("val")
+    return (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)
+            and va.dtype == vb.dtype and tuple(va.shape) == tuple(vb.shape))
+
+
+def _writes_over_first_argument(node: torch.fx.Node) -> bool:
+    """Whether ``node`` computes exactly the same result when its output overwrites ``args[0]``."""
+    if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    op = node.target
+    if op in _OVERWRITING:
+        return True
+    if not isinstance(op, torch._ops.OpOverload) or op._schema.is_mutable:
+        return False
+    try:
+        return out_variant(op) in INPLACE_SAFE_OPS and _same_tensor_type(node, node.args[0])
+    except ExportError:
+        return False
+
+
+def _views(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """``node`` and every view that shares its memory (`memory.view` chains)."""
+    found = [node]
+    for user in node.users:
+        if user.target is memory.view:
+            found.extend(_views(user))
+    return found
+
+
+def _readers(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """Nodes that read ``node``'s memory, directly or through views of it."""
+    return [user for alias in _views(node) for user in alias.users if user.target is not memory.view]
+
+
+def _inplace_chain(target: torch.fx.Node, value: torch.fx.Node) -> list[torch.fx.Node] | None:
+    """The nodes from ``target`` to ``value`` if each can write into ``target``'s memory, else None."""
+    links = []
+    node = value
+    while node is not target:
+        if not _writes_over_first_argument(node) or not _same_tensor_type(node, target):
+            return None
+        links.append(node)
+        node = node.args[0]
+    links.reverse()
+    if any(list(a.users) != [b] for a, b in zip(links, links[1:])):
+        return None  # an intermediate value is read elsewhere: it must keep its own memory
+    position = {n: i for i, n in enumerate(target.graph.nodes)}
+    if any(position[r] >= position[links[0]] and r is not links[0] for r in _readers(target)):
+        return None  # something reads the old value after the chain starts overwriting it
+    shared = {alias for node in [target, *links] for alias in _views(node)}
+    for link in links:  # only its first argument may be the memory a link writes
+        rest = list(link.args[1:]) + list(link.kwargs.values())
+        if any(a in shared for a in _flat_nodes(rest)):
+            return None
+    return links
+
+
+def _flat_nodes(args) -> list[torch.fx.Node]:
+    found = []
+    torch.fx.node.map_arg(args, found.append)
+    return found
+
+
+class MutableStatePass(PassBase):
+    """Turn the mutation outputs of a graph into in-place writes (or ExecuTorch's write-back copies).
+
+    ``reinplace=False`` always uses the write-back ``copy_``, as ExecuTorch does by default.
+    After the pass, ``self.write_backs`` names the mutations that needed a copy.
+    """
+
+    def __init__(self, signature: ExportGraphSignature, reinplace: bool = True):
+        super().__init__()
+        self.signature = signature
+        self.reinplace = reinplace
+        self.write_backs: list[str] = []
+
+    def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
+        found = mutations(self.signature)
+        if not found:
+            return PassResult(graph_module, False)
+        graph = graph_module.graph
+        nodes = {n.name: n for n in graph.nodes}
+        output = graph.output_node()
+        returned = list(output.args[0])
+        kinds = [spec.kind for spec in self.signature.output_specs]
+        replacements = {}
+        for mutation in found:
+            target, value = nodes[mutation.target], nodes[mutation.value]
+            self._write(graph, mutation, target, value)
+            replacements[mutation.value] = None if mutation.is_buffer else target
+        kept = []
+        for node, kind in zip(returned, kinds):
+            if kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+                node = replacements[node.name]
+            if node is not None:
+                kept.append(node)
+        output.args = (tuple(kept),)
+        return PassResult(graph_module, True)
+
+    def _write(self, graph: torch.fx.Graph, mutation: Mutation, target: torch.fx.Node,
+               value: torch.fx.Node) -> None:
+        if value is target:
+            return
+        what = f"buffer '{mutation.fqn}'" if mutation.is_buffer else f"input '{mutation.target}'"
+        if not _same_tensor_type(value, target):
+            raise ExportError(f"the program writes a value of another shape or dtype into {what} "
+                              f"{describe_node(value)}: mutations must keep the tensor's shape and dtype")
+        chain = _inplace_chain(target, value) if self.reinplace else None
+        if chain is None:
+            if graph.output_node() in _readers(target):
+                raise ExportError(f"the program returns {what} and also mutates it {describe_node(value)}: "
+                                  "return a .clone() of it instead")
+            self.write_backs.append(what)
+            with graph.inserting_before(graph.output_node()):
+                copy = graph.call_function(_aten.copy_.default, (target, value))
+            copy.meta["val"] = target.meta["val"]
+            inherit_debug_info(copy, value)
+            return
+        for link in chain:
+            link.meta[OUT_TO] = target
