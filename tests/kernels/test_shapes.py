@@ -102,6 +102,8 @@ def _extra_calls() -> list:
         _call(aten.tril.default, x, 1),
         _call(aten.roll.default, x, [1, 2], [0, 2]),
         _call(aten.copy.default, x, torch.randn(3, 1)),
+        _call(aten.copy_.default, torch.randn(2, 3, 4), torch.randn(3, 1)),
+        _call(aten.index_put_.default, torch.randn(2, 3, 4), [None, torch.tensor([2, 0])], torch.randn(2, 2, 4)),
         _call(aten.sort.stable, x, stable=True, dim=1),
         _call(aten.argsort.stable, x, stable=True, dim=0, descending=True),
         _call(aten.std.correction, x, [1], correction=0, keepdim=True),
@@ -220,7 +222,8 @@ def _wrong_shape(array):
 
 
 def _with_stale_outs(values: list, outs: list) -> list:
-    """``values`` with every out array replaced by one of a wrong shape."""
+    """``values`` with every out array replaced by one of a wrong shape (an in-place op has none)."""
+    outs = outs or []
     stale = {id(out): _wrong_shape(out) for out in outs if out is not None}
     if any(value is outs for value in values):  # a Tensor[] out
         return [[_wrong_shape(o) for o in outs] if value is outs else value for value in values]

@@ -20,14 +20,22 @@ DEFAULT_MAX_ARENA_BYTES = 16 << 30
 
 
 class MemoryManager:
-    def __init__(self, planned_sizes: list[int], max_arena_bytes: int = DEFAULT_MAX_ARENA_BYTES):
+    """``shared``: arenas of memory ids this method uses together with other methods of its
+    program (mutable state shared between them); ``live`` the ids among them whose state
+    another method already holds, so loading must not reset it."""
+
+    def __init__(self, planned_sizes: list[int], max_arena_bytes: int = DEFAULT_MAX_ARENA_BYTES,
+                 shared: dict[int, np.ndarray] | None = None, live: frozenset[int] = frozenset()):
         for memory_id, size in enumerate(planned_sizes, start=1):
             if size < 0:
                 raise InvalidProgramError(f"planned buffer {memory_id} has negative size {size}")
             if size > max_arena_bytes:
                 raise MemoryPlanError(f"planned buffer {memory_id} needs {size} bytes, more than the "
                                       f"limit of {max_arena_bytes}; raise max_arena_bytes if intended")
-        self.arenas = [np.zeros(size, dtype=np.uint8) for size in planned_sizes]
+        shared = shared or {}
+        self.live = live
+        self.arenas = [shared[memory_id] if memory_id in shared else np.zeros(size, dtype=np.uint8)
+                       for memory_id, size in enumerate(planned_sizes, start=1)]
         self.max_runtime_bytes = max_arena_bytes
         self.runtime_bytes = 0
 

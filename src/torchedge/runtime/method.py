@@ -64,12 +64,14 @@ class _Step:
 
 
 class Method:
-    def __init__(self, plan, pte, kernel_lookup=get_kernel, max_arena_bytes: int | None = None):
+    def __init__(self, plan, pte, kernel_lookup=get_kernel, max_arena_bytes: int | None = None,
+                 shared_memory: dict | None = None, live_memory: frozenset[int] = frozenset()):
         self.name = plan.name
         self._kernel_lookup = kernel_lookup
         self._plan = plan
         sizes = list(plan.non_const_buffer_sizes or [0])[1:]
-        self.memory = MemoryManager(sizes) if max_arena_bytes is None else MemoryManager(sizes, max_arena_bytes)
+        limit = {} if max_arena_bytes is None else {"max_arena_bytes": max_arena_bytes}
+        self.memory = MemoryManager(sizes, shared=shared_memory, live=live_memory, **limit)
         self._values = ValueTable(plan, pte, self.memory, self.name)
         self._inputs = list(plan.inputs or [])
         self._outputs = list(plan.outputs or [])

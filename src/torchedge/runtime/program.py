@@ -9,6 +9,7 @@ from torchedge.kernels.registry import Kernel, get_kernel
 from torchedge.runtime.data_loader import DataLoader
 from torchedge.runtime.method import Method
 from torchedge.runtime.method_meta import MethodMeta
+from torchedge.runtime.shared_state import SharedState
 from torchedge.serialize import deserialize_pte
 
 __all__ = ["Program"]
@@ -22,6 +23,7 @@ class Program:
         self._plans = {plan.name: plan for plan in self._pte.program.execution_plan or []}
         if len(self._plans) != len(self._pte.program.execution_plan or []):
             raise InvalidProgramError("the program has two methods with the same name")
+        self._shared_state = SharedState(self._plans.values())
 
     @property
     def method_names(self) -> list[str]:
@@ -39,8 +41,14 @@ class Program:
         return plan
 
     def load_method(self, name: str = "forward", max_arena_bytes: int | None = None) -> Method:
-        """Allocate the method's planned memory and resolve its kernels and delegates."""
-        return Method(self._plan(name), self._pte, self._kernel_lookup, max_arena_bytes)
+        """Allocate the method's planned memory and resolve its kernels and delegates.
+
+        Mutable buffers start from their initial values, except state this method shares
+        with another loaded method of the program (see `torchedge.runtime.shared_state`).
+        """
+        plan = self._plan(name)
+        shared, live = self._shared_state.arenas_for(plan)
+        return Method(plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live)
 
     def metadata(self, name: str = "forward") -> MethodMeta:
         """Signature and planned memory of a method, without allocating it."""

@@ -139,7 +139,7 @@ class ValueTable:
             array = view_of(memory.arena(a.memory_id), offset, dtype, sizes, dim_order, where)
             if t.shape_dynamism != TensorShapeDynamism.STATIC:
                 self.capacity[index] = (memory.arena(a.memory_id), offset, dtype, tuple(sizes), dim_order)
-            if t.data_buffer_idx > 0:  # planned tensor with initial state (mutable buffer)
+            if t.data_buffer_idx > 0 and a.memory_id not in memory.live:  # mutable buffer: its initial state
                 segment = t.extra_tensor_info.mutable_data_segments_idx if t.extra_tensor_info else 0
                 initial = view_of(pte.mutable_data(t.data_buffer_idx, segment), 0, dtype, sizes, dim_order, where)
                 np.copyto(array, initial)

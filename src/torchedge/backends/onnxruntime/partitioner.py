@@ -6,6 +6,7 @@ from torch.export import ExportedProgram
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
+from torchedge.exir.passes.mutable_state import mutations
 from torchedge.exir.backend import (
     BackendDetails,
     CompileSpec,
@@ -39,6 +40,9 @@ class OnnxRuntimePartitioner(Partitioner):
         self.delegation_spec = DelegationSpec(BACKEND_ID, specs)
 
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
-        tags = tag_supported_partitions(exported_program.graph_module, is_supported, self.delegation_spec,
-                                        prefix="onnxruntime_")
+        # State updates stay portable, where they write only the new rows into the buffer itself.
+        updates = {m.value for m in mutations(exported_program.graph_signature)}
+        tags = tag_supported_partitions(exported_program.graph_module,
+                                        lambda node: node.name not in updates and is_supported(node),
+                                        self.delegation_spec, prefix="onnxruntime_")
         return PartitionResult(exported_program, tags)

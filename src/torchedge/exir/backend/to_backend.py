@@ -66,9 +66,13 @@ def to_backend(*args):
 
 
 def _constant_specs(ep: ExportedProgram) -> dict[str, InputSpec]:
-    """Placeholder name -> input spec of every parameter, buffer and lifted constant."""
+    """Placeholder name -> input spec of every parameter, buffer and lifted constant.
+
+    Buffers the program mutates are state, not constants: a delegate reads them at run time.
+    """
+    state = set(ep.graph_signature.buffers_to_mutate.values())
     return {s.arg.name: s for s in ep.graph_signature.input_specs
-            if s.kind != InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)}
+            if s.kind != InputKind.USER_INPUT and isinstance(s.arg, TensorArgument) and s.target not in state}
 
 
 def _tag_getitems(graph: torch.fx.Graph) -> None:

@@ -10,7 +10,8 @@ import numpy as np
 
 from torchedge.errors import KernelError
 
-__all__ = ["check", "fail", "wrap_dim", "wrap_dims", "write", "scratch", "finish", "quiet", "as_scalar", "pair"]
+__all__ = ["check", "fail", "wrap_dim", "wrap_dims", "write", "scratch", "finish", "aliases", "check_writable", "quiet",
+           "as_scalar", "pair"]
 
 
 def check(condition: bool, op: str, message: str) -> None:
@@ -62,6 +63,23 @@ def finish(out: np.ndarray, buffer: np.ndarray) -> None:
     """Cast a `scratch` buffer into ``out`` (nothing to do when it is ``out``)."""
     if buffer is not out:
         write(out, buffer)
+
+
+def aliases(out: np.ndarray, self: np.ndarray) -> bool:
+    """Whether ``out`` is exactly ``self``'s memory (same start, dtype, shape and strides).
+
+    The compiler updates a buffer in place by passing it as both ``self`` and ``out`` of an
+    out variant; scatter-like kernels then leave ``out`` as it is and write only what changes."""
+    if out is self:
+        return True
+    return (out.shape == self.shape and out.strides == self.strides and out.dtype == self.dtype
+            and out.__array_interface__["data"][0] == self.__array_interface__["data"][0])
+
+
+def check_writable(op: str, self: np.ndarray) -> None:
+    """An in-place kernel's ``self`` must be writable memory, not a read-only constant."""
+    if not self.flags.writeable:
+        fail(op, f"self (shape {list(self.shape)}) is read-only and cannot be updated in place")
 
 
 _RUN = threading.local()  # .quiet: the runtime ignores floating-point warnings for a whole method run

@@ -3,7 +3,8 @@
 scatter/scatter_add/scatter_reduce place ``src[i][j][k]`` at ``out[index[i][j][k]][j][k]``
 (for dim 0); index_put writes at advanced-indexing positions; masked_scatter at a mask's
 true positions. Duplicate positions accumulate in the reducing variants (NumPy's
-``ufunc.at``); for plain writes the last one wins. 16-bit floats reduce in float32.
+``ufunc.at``); for plain writes the last one wins. 16-bit floats reduce in float32, except
+where index_put updates self in place (``index_put_``, or an ``out`` that is self's own memory).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import numpy as np
 
 from torchedge.errors import KernelError
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, category, is_integral
-from torchedge.kernels.portable.common import as_scalar, check, finish, scratch, wrap_dim, write
+from torchedge.kernels.portable.common import (aliases, as_scalar, check, check_writable, finish, scratch, wrap_dim,
+                                               write)
 from torchedge.kernels.portable.indexing import index_key
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["scatter_src", "scatter_value", "scatter_reduce_src", "scatter_reduce_value", "scatter_add",
-           "scatter_reduce", "index_put", "masked_scatter"]
+           "scatter_reduce", "index_put", "index_put_", "masked_scatter"]
 
 _UFUNCS = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 _LEGACY_REDUCE = {"add": "sum", "multiply": "prod"}  # scatter(..., reduce=) spells them so
@@ -132,23 +134,45 @@ def scatter_reduce(self, dim, index, src, reduce, include_self, out):
     _scatter("aten::scatter_reduce.two_out", self, dim, index, src, reduce, include_self, out)
 
 
-@register_kernel("aten::index_put.out")
-def index_put(self, indices, values, accumulate, out):
-    """out = self with ``out[indices] = values`` (or ``+=``, duplicates adding up)."""
-    op = "aten::index_put.out"
+def _index_put(op: str, self, indices, values, accumulate, out) -> None:
+    """out = self with ``out[indices] = values`` (or ``+=``). When out is self's own memory only
+    the indexed positions are touched, and 16-bit floats accumulate in their own dtype, one
+    rounding per value as ATen's CPU kernel does; a separate out accumulates in float32."""
     check(values.dtype == self.dtype, op, f"values must have self's dtype {self.dtype}, got {values.dtype}")
     check(any(i is not None for i in indices), op, "needs at least one index tensor (all indices are None)")
     key = index_key(op, self, indices)
+    if aliases(out, self):
+        _put(op, out, key, values, accumulate)
+        return
     buf = scratch(out, accumulate_dtype(self.dtype) if accumulate else self.dtype)
     write(buf, self)
+    _put(op, buf, key, values, accumulate)
+    finish(out, buf)
+
+
+def _put(op: str, target, key: tuple, values, accumulate: bool) -> None:
+    """``target[key] = values`` (the last of duplicate positions wins), or ``+=`` (they add up)."""
     try:
         if accumulate:
-            np.add.at(buf, key, values.astype(buf.dtype, copy=False))
+            np.add.at(target, key, values.astype(target.dtype, copy=False))
         else:
-            buf[key] = values
+            target[key] = values
     except (IndexError, ValueError) as error:  # values that do not broadcast to the indexed shape
         raise KernelError(f"{op}: values of shape {list(values.shape)} do not fit the indexed positions: {error}")
-    finish(out, buf)
+
+
+@register_kernel("aten::index_put.out")
+def index_put(self, indices, values, accumulate, out):
+    """out = self with ``out[indices] = values`` (or ``+=``, duplicates adding up)."""
+    _index_put("aten::index_put.out", self, indices, values, accumulate, out)
+
+
+@register_kernel("aten::index_put_")
+def index_put_(self, indices, values, accumulate):
+    """``self[indices] = values`` (or ``+=``) in place."""
+    op = "aten::index_put_"
+    check_writable(op, self)
+    _index_put(op, self, indices, values, accumulate, self)
 
 
 @register_kernel("aten::masked_scatter.out")

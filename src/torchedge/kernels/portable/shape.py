@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from torchedge.kernels.portable.common import check, wrap_dim, write
+from torchedge.kernels.portable.common import check, check_writable, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["reshape_copy", "permute_copy", "transpose_copy", "t_copy", "expand_copy", "repeat", "clone",
-           "alias_copy", "to_copy", "copy", "flip", "roll", "diagonal_copy", "as_strided_copy"]
+           "alias_copy", "to_copy", "copy", "copy_", "flip", "roll", "diagonal_copy", "as_strided_copy"]
 
 
 @register_kernel("aten::view_copy.out", "aten::_unsafe_view.out", "aten::unsqueeze_copy.out",
@@ -85,10 +85,29 @@ def to_copy(self, non_blocking, memory_format_or_dim_order, out):
     write(out, self)
 
 
+def _copy_into(op: str, target, src) -> None:
+    """``src`` broadcast to ``target``'s shape (never the other way) and cast into it."""
+    try:
+        fits = np.broadcast_shapes(src.shape, target.shape) == target.shape
+    except ValueError:
+        fits = False
+    check(fits, op, f"src of shape {list(src.shape)} cannot be broadcast to self's shape {list(target.shape)}")
+    write(target, src)
+
+
 @register_kernel("aten::copy.out")
 def copy(self, src, non_blocking, out):
-    """``self`` with ``src`` broadcast and cast into it: the result is just ``src``."""
-    write(out, src)
+    """``self`` with ``src`` broadcast and cast into it: the result is just ``src``, so self is
+    never read (and ``out`` may be self's own memory)."""
+    _copy_into("aten::copy.out", out, src)
+
+
+@register_kernel("aten::copy_")
+def copy_(self, src, non_blocking):
+    """``Tensor.copy_``: ``src`` broadcast and cast into ``self`` in place."""
+    op = "aten::copy_"
+    check_writable(op, self)
+    _copy_into(op, self, src)
 
 
 @register_kernel("aten::flip.out")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.portable.common import check, wrap_dim, write
+from torchedge.kernels.portable.common import aliases, check, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["slice_copy", "select_copy", "slice_scatter", "select_scatter", "cat", "split_with_sizes_copy",
@@ -42,11 +42,13 @@ def select_copy(self, dim, index, out):
 
 
 def _scatter_into(op: str, self, src, where: tuple, out) -> None:
-    """out = self, with ``src`` (cast) written over ``out[where]``, which it must fit exactly."""
+    """out = self, with ``src`` (cast) written over ``out[where]``, which it must fit exactly.
+    When out is self's own memory, only ``out[where]`` is written."""
     target_shape = self[where].shape
     check(src.shape == target_shape, op, f"src has shape {list(src.shape)}, expected the shape of the "
                                          f"slice it replaces, {list(target_shape)}")
-    write(out, self)
+    if not aliases(out, self):
+        write(out, self)
     write(out[where + (Ellipsis,)], src)  # the Ellipsis keeps a 0-dim selection a view
 
 

@@ -23,7 +23,7 @@ _SAME_AS = [
     # self with some elements replaced
     (("aten::scatter.src_out", "aten::scatter.value_out", "aten::scatter.reduce_out", "aten::scatter.value_reduce_out",
       "aten::scatter_add.out", "aten::scatter_reduce.two_out", "aten::index_put.out", "aten::select_scatter.out",
-      "aten::slice_scatter.out"), 0, 1),
+      "aten::slice_scatter.out", "aten::index_put_"), 0, 1),
     # pooling gradients (grad_output, self, ...): shaped like the pooled input
     (("aten::avg_pool2d_backward.grad_input", "aten::avg_pool3d_backward.grad_input",
       "aten::max_pool2d_with_indices_backward.grad_input", "aten::max_pool3d_with_indices_backward.grad_input",
@@ -43,9 +43,9 @@ for _names, _position, _outs in _SAME_AS:
     register_named(*_names, bind=(_position, _outs))(same_as)
 
 
-@register_named("aten::copy.out")
-def copy(op: str, self, src, non_blocking, out) -> list[tuple]:
-    """``self`` with ``src`` broadcast into it."""
+@register_named("aten::copy.out", "aten::copy_")
+def copy(op: str, self, src, non_blocking, out=None) -> list[tuple]:
+    """``self`` with ``src`` broadcast into it (in place for ``copy_``, which has no out)."""
     check(broadcast_shapes(op, self.shape, src.shape) == self.shape, op,
           f"src of shape {list(src.shape)} cannot be broadcast to self's shape {list(self.shape)}")
     return [self.shape]

@@ -1,0 +1,71 @@
+"""Mutable state that several methods of one program share (ExecuTorch's ``share_mutable_buffers``).
+
+A program exported that way places every mutable buffer at one offset of a
+memory id other than 1, the same in each method, so that ``prefill`` and
+``decode`` read and write one KV cache. A memory id counts as shared state when
+more than one method uses it and every tensor placed there is a mutable buffer
+(it has an initial value or a name). Methods loaded while another method of the
+same program is alive join its state; when none is alive, the next load starts
+from the initial values again.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from torchedge.schema.program import Tensor
+
+__all__ = ["SharedState"]
+
+
+def _is_state(tensor: Tensor) -> bool:
+    info = tensor.extra_tensor_info
+    return tensor.data_buffer_idx > 0 or (info is not None and bool(info.fully_qualified_name))
+
+
+def _state_memories(plan) -> dict[int, bool]:
+    """Memory id (> 1) -> whether every tensor this plan places there is a mutable buffer."""
+    found: dict[int, bool] = {}
+    for value in plan.values or []:
+        tensor = value.val
+        if isinstance(tensor, Tensor) and tensor.allocation_info is not None:
+            memory_id = tensor.allocation_info.memory_id
+            if memory_id > 1:
+                found[memory_id] = found.get(memory_id, True) and _is_state(tensor)
+    return found
+
+
+class SharedState:
+    """The shared state memories of one program and the arenas currently holding them."""
+
+    def __init__(self, plans) -> None:
+        users: dict[int, int] = {}
+        sizes: dict[int, int] = {}
+        mixed: set[int] = set()
+        for plan in plans:
+            planned = list(plan.non_const_buffer_sizes or [0])
+            for memory_id, only_state in _state_memories(plan).items():
+                users[memory_id] = users.get(memory_id, 0) + 1
+                if not only_state or memory_id >= len(planned):
+                    mixed.add(memory_id)
+                else:
+                    sizes[memory_id] = max(sizes.get(memory_id, 0), int(planned[memory_id]))
+        self.sizes = {m: size for m, size in sizes.items() if m not in mixed and users[m] > 1}
+        self._arenas: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+    def arenas_for(self, plan) -> tuple[dict[int, np.ndarray], frozenset[int]]:
+        """The shared arenas ``plan`` uses, and the ids among them another loaded method holds."""
+        shared, live = {}, set()
+        for memory_id in _state_memories(plan):
+            if memory_id not in self.sizes:
+                continue
+            arena = self._arenas.get(memory_id)
+            if arena is None:
+                arena = np.zeros(self.sizes[memory_id], dtype=np.uint8)
+                self._arenas[memory_id] = arena
+            else:
+                live.add(memory_id)
+            shared[memory_id] = arena
+        return shared, frozenset(live)
