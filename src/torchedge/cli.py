@@ -1,12 +1,13 @@
-"""The `torchedge` command line: export, run, inspect, check, kernels.
+"""The `torchedge` command line: export, run, inspect, check, kernels, generate.
 
-`run` and `inspect` use only the NumPy runtime; `export`, `check` and
+`run`, `inspect` and `generate` use only the NumPy runtime; `export`, `check` and
 `kernels --coverage` import torch when they are called.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -45,10 +46,31 @@ def _compile(model_name: str, dynamic: list | None = None):
 
 
 def cmd_export(args) -> int:
+    if args.model.endswith("-kv"):
+        return _export_kv_cache_model(args)
     _, _, program = _compile(args.model, args.dynamic)
     out = args.output or f"{args.model.split(':')[-1]}.pte"
     program.save(out)
     print(f"wrote {out} ({len(program.buffer):,} bytes)")
+    return 0
+
+
+def _export_kv_cache_model(args) -> int:
+    """A built-in decoder-only LM with a static KV cache, and a demo tokenizer.json beside it."""
+    from torchedge.exir import to_edge
+    from torchedge.models.causal_lm import demo_tokenizer, load_kv_cache_model
+
+    if args.dynamic:
+        raise TorchEdgeError(f"--dynamic does not apply to '{args.model}': its sequence length is already dynamic")
+    _stage(f"building '{args.model}' and exporting it with a static KV cache")
+    exported = load_kv_cache_model(args.model)
+    _stage("to_edge, to_executorch")
+    program = to_edge(exported.programs, constant_methods=exported.constant_methods).to_executorch()
+    out = args.output or f"{args.model}.pte"
+    program.save(out)
+    tokenizer = f"{os.path.splitext(out)[0]}.tokenizer.json"
+    demo_tokenizer(vocab_size=exported.constant_methods["get_vocab_size"]).save(tokenizer)
+    print(f"wrote {out} ({len(program.buffer):,} bytes) and {tokenizer}")
     return 0
 
 
@@ -163,6 +185,27 @@ def _check_once(method, model, inputs, args) -> bool:
     return worst <= args.tolerance and len(outputs) == len(expected)
 
 
+def cmd_generate(args) -> int:
+    """Generate text with a decoder-only LM on the NumPy runtime, printing tokens as they come."""
+    from torchedge.generation import TextGenerator, Tokenizer
+    from torchedge.runtime import Runtime
+
+    tokenizer = Tokenizer.from_file(args.tokenizer)
+    generator = TextGenerator(Runtime.get().load_program(args.pte))
+    stop = args.stop
+    if stop is None:  # the program's end-of-sequence ids, else the tokenizer's
+        stop = generator.eos_ids or [i for i in (tokenizer.eos_id,) if i is not None]
+    stream = tokenizer.stream()
+    result = generator.generate(tokenizer.encode(args.prompt), args.max_new_tokens, temperature=args.temperature,
+                                top_k=args.top_k, top_p=args.top_p, seed=args.seed, stop_tokens=stop,
+                                callback=lambda token: print(stream.push(token), end="", flush=True))
+    print()
+    print(f"prefill: {result.prompt_tokens} tokens, {result.prefill_tokens_per_second:.1f} tokens/s; "
+          f"decode: {len(result.tokens)} tokens, {result.decode_tokens_per_second:.1f} tokens/s; "
+          f"stopped by {result.stopped_by}")
+    return 0
+
+
 def cmd_kernels(args) -> int:
     """List the registered kernels, or the core-ATen coverage of the portable library."""
     if not (args.coverage or args.dtypes):
@@ -199,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("export", help="compile a built-in or user model to .pte")
-    p.add_argument("model", help="built-in name (mlp, cnn, mobilenet_v2, llama, resnet18, vit, bert) or path.py:factory")
+    p.add_argument("model", help="built-in name (mlp, cnn, mobilenet_v2, llama, resnet18, vit, bert), a decoder-only "
+                              "LM with a KV cache (llama-kv, gpt2-kv, qwen2-kv, phi3-kv, phi-kv, gemma-kv: also "
+                              "writes <output>.tokenizer.json) or path.py:factory")
     p.add_argument("-o", "--output", help="output .pte path (default: <model>.pte)")
     _add_dynamic_option(p)
     p.set_defaults(fn=cmd_export)
@@ -225,6 +270,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=1e-4)
     _add_dynamic_option(p, " (also checked at MIN and MAX)")
     p.set_defaults(fn=cmd_check)
+
+    p = sub.add_parser("generate", help="generate text with a decoder-only LM .pte (KV cache) on the NumPy runtime")
+    p.add_argument("pte")
+    p.add_argument("--tokenizer", required=True, help="tokenizer.json (the 'tokenizers' package reads it)")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
+    p.add_argument("--top-k", type=int, help="sample among the K most likely tokens")
+    p.add_argument("--top-p", type=float, help="sample among the most likely tokens whose probability reaches P")
+    p.add_argument("--seed", type=int, help="seed of the sampler: same seed, same text")
+    p.add_argument("--stop", metavar="ID", type=int, nargs="+", action="extend",
+                   help="stop at these token ids (default: the program's, else the tokenizer's, end-of-sequence ids)")
+    p.set_defaults(fn=cmd_generate)
 
     p = sub.add_parser("kernels", help="registered kernels; core-ATen coverage of the portable library")
     p.add_argument("--coverage", action="store_true", help="every core ATen operator: covered or missing")

@@ -62,6 +62,8 @@ def describable_by_dim_order(t: torch.Tensor) -> bool:
 
 
 def _dense(t: torch.Tensor) -> bool:
+    if t.numel() == 0:  # no elements: any strides describe it
+        return True
     expected = 1
     for dim in sorted(range(t.dim()), key=t.stride):
         if t.size(dim) != 1 and t.stride(dim) != expected:

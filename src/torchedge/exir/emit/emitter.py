@@ -197,10 +197,11 @@ class MethodEmitter(torch.fx.Interpreter):
         if converted is not None:
             return self._emit_dim_order_copy(*converted, out=bound["out"])
         arg_indices = self._schema_arguments(schema, bound)
-        outs = _flatten([bound[name] for name in out_argument_names(op)])
-        if len(outs) == 1 and schema.returns:
+        out_names = out_argument_names(op)
+        outs = _flatten([bound[name] for name in out_names])
+        if len(out_names) == 1 and not isinstance(bound[out_names[0]], (list, tuple)):
             arg_indices.append(outs[0].index)
-        elif len(outs) > 1 and schema.returns:
+        elif outs:  # several outs, or a Tensor[] out (even when the schema returns nothing, as ExecuTorch emits)
             arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
         self._append_kernel_call(schema, arg_indices)
         if not outs:

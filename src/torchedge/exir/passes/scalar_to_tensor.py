@@ -1,7 +1,9 @@
 """Turn Python scalars passed where a schema expects a Tensor into 0-d tensors.
 
 ``add.Tensor(x, 1e-6)`` becomes ``add.Tensor(x, scalar_tensor(1e-6, dtype=x.dtype))``;
-constant folding then lifts the new node to a constant. A 0-d tensor ranks
+constant folding then lifts the new node to a constant. Sizes known only at run time
+(``x + y.shape[1]`` under dynamic shapes) become a ``scalar_tensor`` of the size's value,
+which ExecuTorch's kernels need as well. A 0-d tensor ranks
 below dimensioned tensors in type promotion, exactly like the Python scalar it
 replaces; a float scalar takes the floating dtype the operator computes in.
 """
@@ -15,14 +17,23 @@ from torchedge.exir.passes.pass_base import PassBase, PassResult
 
 __all__ = ["ScalarToTensorPass"]
 
-_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
+_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64,
+           torch.SymBool: torch.bool, torch.SymInt: torch.int64, torch.SymFloat: torch.float64}
 
 
-def _scalar_dtype(value, node: torch.fx.Node) -> torch.dtype:
+def _scalar_type(value) -> type | None:
+    """The scalar type of a literal, or of a size computed at run time (a node of a Sym value)."""
+    if isinstance(value, torch.fx.Node):
+        value = value.meta.get("val")
+        return type(value) if isinstance(value, (torch.SymBool, torch.SymInt, torch.SymFloat)) else None
+    return type(value) if type(value) in _DTYPES else None
+
+
+def _scalar_dtype(kind: type, node: torch.fx.Node) -> torch.dtype:
     """A float scalar takes the floating dtype the operator computes in (its output, else a
     floating input, else float64); ints and bools take int64 and bool."""
-    if type(value) is not float:
-        return _DTYPES[type(value)]
+    if kind not in (float, torch.SymFloat):
+        return _DTYPES[kind]
     out = node.meta.get("val")
     if isinstance(out, torch.Tensor) and out.dtype.is_floating_point:
         return out.dtype
@@ -46,12 +57,13 @@ class ScalarToTensorPass(PassBase):
                     continue
                 in_args = not schema_arg.kwarg_only and position < len(args)
                 value = args[position] if in_args else kwargs.get(schema_arg.name)
-                if type(value) not in _DTYPES:
+                kind = _scalar_type(value)
+                if kind is None:
                     continue
-                dtype = _scalar_dtype(value, node)
+                dtype = _scalar_dtype(kind, node)
                 with graph.inserting_before(node):
                     scalar = graph.call_function(torch.ops.aten.scalar_tensor.default, (value,), {"dtype": dtype})
-                scalar.meta["val"] = torch.tensor(value, dtype=dtype)
+                scalar.meta["val"] = _zero_dim(value, dtype, node)
                 inherit_debug_info(scalar, node)
                 if in_args:
                     args[position] = scalar
@@ -60,3 +72,11 @@ class ScalarToTensorPass(PassBase):
                 modified = True
             node.args, node.kwargs = tuple(args), kwargs
         return PassResult(graph_module, modified)
+
+
+def _zero_dim(value, dtype: torch.dtype, node: torch.fx.Node) -> torch.Tensor:
+    """The 0-d tensor a scalar becomes (a fake one for a value known only at run time)."""
+    if not isinstance(value, torch.fx.Node):
+        return torch.tensor(value, dtype=dtype)
+    with node.meta["val"].fake_mode:
+        return torch.empty((), dtype=dtype)
