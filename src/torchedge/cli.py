@@ -57,15 +57,14 @@ def cmd_export(args) -> int:
 
 def _export_kv_cache_model(args) -> int:
     """A built-in decoder-only LM with a static KV cache, and a demo tokenizer.json beside it."""
-    from torchedge.exir import to_edge
-    from torchedge.models.causal_lm import demo_tokenizer, load_kv_cache_model
+    from torchedge.models.causal_lm import compile_causal_lm, demo_tokenizer, load_kv_cache_model
 
     if args.dynamic:
         raise TorchEdgeError(f"--dynamic does not apply to '{args.model}': its sequence length is already dynamic")
     _stage(f"building '{args.model}' and exporting it with a static KV cache")
     exported = load_kv_cache_model(args.model)
-    _stage("to_edge, to_executorch")
-    program = to_edge(exported.programs, constant_methods=exported.constant_methods).to_executorch()
+    _stage("to_edge, to_executorch (forward prefills, decode takes one token; they share the cache)")
+    program = compile_causal_lm(exported)
     out = args.output or f"{args.model}.pte"
     program.save(out)
     tokenizer = f"{os.path.splitext(out)[0]}.tokenizer.json"

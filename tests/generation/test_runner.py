@@ -225,7 +225,7 @@ class ExecuTorchProgram:
             outputs = method.execute([torch.from_numpy(np.asarray(x)) for x in inputs])
             return [o.numpy() if isinstance(o, torch.Tensor) else o for o in outputs]
 
-        return SimpleNamespace(execute=execute)
+        return SimpleNamespace(owner=self, execute=execute)  # ExecuTorch frees methods with their program
 
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
@@ -333,3 +333,28 @@ def test_torchedge_other_architectures_equal_eager(architecture):
     buffer = to_edge(exported.programs, constant_methods=exported.constant_methods).to_executorch().buffer
     generator = TextGenerator(Runtime.get().load_program(buffer))
     assert generator.generate(PROMPT, 16).tokens == eager_greedy(exported, PROMPT, 16)
+
+
+def test_a_decode_method_sharing_the_cache_on_both_runtimes():
+    """``forward`` prefills, the one-token ``decode`` continues from the cache it filled."""
+    pytest.importorskip("transformers")
+    import torch
+    from executorch.runtime import Runtime as ETRuntime
+
+    from torchedge.models.causal_lm import compile_causal_lm, eager_greedy, export_causal_lm, tiny_causal_lm
+    from torchedge.runtime import Runtime
+
+    exported = export_causal_lm(tiny_causal_lm("llama"), MAX_CACHE_LEN, decode_method=True)
+    reference = eager_greedy(exported, PROMPT, 16)
+    buffer = compile_causal_lm(exported).buffer
+    assert TextGenerator(Runtime.get().load_program(buffer)).generate(PROMPT, 16).tokens == reference
+
+    program = ETRuntime.get().load_program(buffer)
+    forward, decode = program.load_method("forward"), program.load_method("decode")
+    logits = forward.execute([torch.tensor([PROMPT]), torch.arange(len(PROMPT))])[0]
+    tokens = [int(logits[0, -1].argmax())]
+    while len(tokens) < 16:
+        position = len(PROMPT) + len(tokens) - 1
+        logits = decode.execute([torch.tensor([tokens[-1:]]), torch.tensor([position])])[0]
+        tokens.append(int(logits[0, -1].argmax()))
+    assert tokens == reference

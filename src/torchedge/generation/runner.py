@@ -3,7 +3,9 @@
 The program follows the convention of `transformers`' ``TorchExportableModuleForDecoderOnlyLM``:
 ``forward(input_ids int64 [1, T], cache_position int64 [T]) -> [logits float [1, T, V]]``, the KV
 cache living inside the program between calls. ``T`` is dynamic (any size up to the bound in the
-method's metadata) or fixed. Constant methods, read when present: ``get_max_context_len`` or
+method's metadata) or fixed. A method ``decode`` taking exactly one token, when the program has one
+(exported beside ``forward`` with the cache shared, see `torchedge.models.causal_lm`), runs the
+decode steps. Constant methods, read when present: ``get_max_context_len`` or
 ``get_max_seq_len`` (cache capacity), ``get_vocab_size``, ``get_bos_id``, ``get_eos_ids`` or ``get_eos_id``.
 """
 
@@ -57,13 +59,20 @@ class TextGenerator:
     ``load_method(name)`` returning something with ``.execute(list) -> list``.
     """
 
-    def __init__(self, program, method: str = "forward"):
+    def __init__(self, program, method: str = "forward", decode_method: str = "decode"):
         self.method_name = method
         names = set(program.method_names)
         if method not in names:
             raise InputError(f"the program has no method '{method}'; methods: {', '.join(sorted(names))}")
         self._ids_meta, self._positions_meta = self._signature(program.metadata(method))
         self._forward = program.load_method(method)
+        # A one-token method sharing the cache (static shapes: faster, fully delegable) decodes, when present.
+        self._decode = self._forward
+        if decode_method in names and decode_method != method:
+            ids, _ = self._signature(program.metadata(decode_method), decode_method)
+            if tuple(ids.shape) != (1, 1) or ids.dynamic:
+                raise InputError(f"method '{decode_method}' must take exactly one token, it takes {list(ids.shape)}")
+            self._decode = program.load_method(decode_method)
         self.tokens_per_call = int(self._ids_meta.shape[1])  # the bound when dynamic
         self.dynamic = bool(self._ids_meta.dynamic)
         capacity = _constant(program, names, "get_max_context_len", "get_max_seq_len")
@@ -74,8 +83,8 @@ class TextGenerator:
         self.bos_id = None if bos is None else int(bos[0])
         self.eos_ids = tuple(int(i) for i in _constant(program, names, "get_eos_ids", "get_eos_id") or ())
 
-    def _signature(self, meta):
-        where = f"method '{self.method_name}'"
+    def _signature(self, meta, name: str | None = None):
+        where = f"method '{name or self.method_name}'"
         inputs = tuple(meta.inputs)
         if len(inputs) != 2 or not all(hasattr(m, "shape") for m in inputs):
             raise InputError(f"{where} must take two tensors (input_ids [1, T], cache_position [T]), "
@@ -119,7 +128,7 @@ class TextGenerator:
             if reason is not None:
                 return GenerationResult(tokens, len(prompt), prefill_seconds, decode_seconds, reason)
             start = time.perf_counter()
-            token = sampler(self._call([token], len(prompt) + len(tokens) - 1))
+            token = sampler(self._call([token], len(prompt) + len(tokens) - 1, self._decode))
             decode_seconds += time.perf_counter() - start
 
     def _stop_reason(self, token: int, stop: set, count: int, max_new_tokens: int, length: int) -> StopReason | None:
@@ -131,11 +140,11 @@ class TextGenerator:
             return "max_seq_len"
         return None
 
-    def _call(self, ids: list[int], position: int) -> np.ndarray:
-        """Run one forward call on ``ids`` at cache positions ``position...``; the last position's logits."""
+    def _call(self, ids: list[int], position: int, method=None) -> np.ndarray:
+        """Run one call on ``ids`` at cache positions ``position...``; the last position's logits."""
         inputs = [np.asarray([ids], dtype=self._ids_meta.dtype),
                   np.arange(position, position + len(ids), dtype=self._positions_meta.dtype)]
-        logits = self._forward.execute(inputs)[0]
+        logits = (method or self._forward).execute(inputs)[0]
         if np.ndim(logits) != 3 or logits.shape[:2] != (1, len(ids)):
             raise InputError(f"method '{self.method_name}' must return logits [1, {len(ids)}, vocab], "
                              f"it returned {list(np.shape(logits))}")

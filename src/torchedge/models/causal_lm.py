@@ -17,8 +17,8 @@ from torch.export import Dim, ExportedProgram
 
 from torchedge.errors import ExportError, InputError
 
-__all__ = ["ARCHITECTURES", "KV_CACHE_MODELS", "CausalLMExport", "demo_tokenizer", "eager_greedy",
-           "export_causal_lm", "load_kv_cache_model", "tiny_causal_lm"]
+__all__ = ["ARCHITECTURES", "KV_CACHE_MODELS", "CausalLMExport", "compile_causal_lm", "demo_tokenizer",
+           "eager_greedy", "export_causal_lm", "load_kv_cache_model", "tiny_causal_lm"]
 
 _LAYERS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 # architecture -> (config class, model class, size arguments)
@@ -80,10 +80,14 @@ def tiny_causal_lm(architecture: str, *, seed: int = 0, vocab_size: int = 512, m
         return getattr(tf, model_name)(config).eval()
 
 
-def export_causal_lm(model, max_cache_len: int, max_prompt_len: int | None = None) -> CausalLMExport:
+def export_causal_lm(model, max_cache_len: int, max_prompt_len: int | None = None,
+                     decode_method: bool = False) -> CausalLMExport:
     """Export ``model`` with a static cache of ``max_cache_len`` positions.
 
     ``forward`` takes 1 to ``max_prompt_len`` (default ``max_cache_len``) tokens per call.
+    With ``decode_method``, a second method ``decode`` takes exactly one token: static shapes,
+    so it runs faster and delegates whole. The two methods must share the cache: compile
+    with `compile_causal_lm` (or ``MemoryPlanningPass(share_mutable_buffers=True)``).
     Sets ``model.generation_config.cache_implementation = "static"``.
     """
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
@@ -100,9 +104,25 @@ def export_causal_lm(model, max_cache_len: int, max_prompt_len: int | None = Non
     exported = wrapper.export(input_ids=torch.zeros((1, 2), dtype=torch.long),
                               cache_position=torch.arange(2, dtype=torch.long),
                               dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}}, strict=True)
+    programs = {"forward": exported}
+    if decode_method:
+        programs["decode"] = wrapper.export(input_ids=torch.zeros((1, 1), dtype=torch.long),
+                                            cache_position=torch.zeros(1, dtype=torch.long), strict=True)
     constants = _constant_methods(model.config.get_text_config(), max_cache_len, max_prompt_len)
     # `wrapper.export` exports `wrapper.model`; `wrapper.forward` drops cache_position, so it is no reference.
-    return CausalLMExport({"forward": exported}, constants, wrapper.model, max_cache_len)
+    return CausalLMExport(programs, constants, wrapper.model, max_cache_len)
+
+
+def compile_causal_lm(exported: CausalLMExport, partitioner=None):
+    """``to_edge`` (then delegation to ``partitioner``, if given) and ``to_executorch`` with the
+    methods sharing one cache; returns the `ExecutorchProgramManager`."""
+    from torchedge.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+    from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
+
+    edge = to_edge_transform_and_lower(exported.programs, partitioner=partitioner,
+                                       constant_methods=exported.constant_methods)
+    return edge.to_executorch(ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True))
 
 
 def _constant_methods(config, max_cache_len: int, max_prompt_len: int) -> dict[str, object]:
@@ -143,10 +163,11 @@ def eager_greedy(exported: CausalLMExport, prompt_ids, max_new_tokens: int) -> l
 
 
 def load_kv_cache_model(name: str, max_cache_len: int = 128) -> CausalLMExport:
-    """Export a built-in KV-cache model by name (``llama-kv``, ``gpt2-kv``, ...)."""
+    """Export a built-in KV-cache model by name (``llama-kv``, ``gpt2-kv``, ...), with a ``decode`` method."""
     if name not in KV_CACHE_MODELS:
         raise ExportError(f"unknown KV-cache model '{name}': use one of {', '.join(KV_CACHE_MODELS)}")
-    return export_causal_lm(tiny_causal_lm(name.removesuffix("-kv"), max_positions=max_cache_len), max_cache_len)
+    return export_causal_lm(tiny_causal_lm(name.removesuffix("-kv"), max_positions=max_cache_len), max_cache_len,
+                            decode_method=True)
 
 
 def demo_tokenizer(vocab_size: int = 512):
