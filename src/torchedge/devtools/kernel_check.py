@@ -2,9 +2,10 @@
 
 `record_aten_calls` captures the ATen calls a function makes; `check_call` replays one
 call on the kernel the runtime would run for it (the out variant, through the copy twin
-for views) and compares with eager's result; `opinfo_calls` samples the core-ATen calls
-that PyTorch's own OpInfo database makes, across dtypes; `core_operators` lists the core
-ATen operator set with the kernel each one needs.
+for views) and compares with eager's result, or, as a support check, tells a kernel that
+does not return eager's dtypes and shapes from one whose values are off; `opinfo_calls`
+samples the core-ATen calls that PyTorch's own OpInfo database makes, across dtypes;
+`core_operators` lists the core ATen operator set with the kernel each one needs.
 
 >>> calls = record_aten_calls(torch.add, torch.ones(2), torch.ones(2))
 >>> [op_name(c.op) for c in calls]
@@ -25,6 +26,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 from torchedge.devtools.output_compare import Unsupported, compare_outputs, numpy_dtype_of, to_numpy
 from torchedge.errors import ExportError, OperatorMissingError
@@ -34,13 +36,17 @@ from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.kernels.registry import Kernel, get_kernel
 
 __all__ = [
-    "DTYPES", "AtenCall", "Status", "CheckResult", "CoreOperator",
+    "DTYPES", "ULPS", "AtenCall", "Status", "CheckResult", "CoreOperator",
     "record_aten_calls", "kernel_op", "kernel_arguments", "check_call", "check_calls", "worst",
     "core_operators", "core_operator_of", "opinfo_calls",
 ]
 
 DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
           torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+# A support check's float tolerance in units of the call's machine epsilon (see `_values_problem`).
+ULPS = 8
+
 
 class AtenCall(NamedTuple):
     """One recorded ATen call, with tensors copied when it happened."""
@@ -112,13 +118,20 @@ def kernel_op(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
 
 
 class Status(enum.Enum):
-    """A check's outcome; `worst` picks the highest value (a failure over a missing kernel over a pass)."""
+    """A check's outcome; `worst` picks the highest value (a failure over a missing kernel over
+    an inaccurate result over a pass)."""
 
     UNSUPPORTED = 0  # the call cannot be expressed to a kernel (e.g. channels_last memory format)
     PASS = 1
-    MISSING = 2
-    MISMATCH = 3
-    RAISED = 4
+    INACCURATE = 2  # a support check only: eager's dtypes and shapes, values beyond tolerance
+    MISSING = 3
+    MISMATCH = 4
+    RAISED = 5
+
+    @property
+    def supported(self) -> bool:
+        """Whether the kernel ran the call and returned eager's output dtypes and shapes."""
+        return self in (Status.PASS, Status.INACCURATE)
 
 
 @dataclass(frozen=True)
@@ -200,11 +213,92 @@ def kernel_arguments(op, args, kwargs, expected) -> tuple[list, list | None, lis
     return values, got_outs, wants
 
 
-def check_call(op, args, kwargs, expected, kernels: Callable[[str], Kernel] = get_kernel) -> CheckResult:
+def _is_float(value) -> bool:
+    """Whether ``value`` is a floating-point or complex tensor."""
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+
+
+def _layout_problem(outs: list, wants: list) -> str:
+    """How the kernel's outputs differ from eager's in number, dtype or shape ("" if they do not)."""
+    if len(outs) != len(wants):
+        return f"{len(outs)} outputs, expected {len(wants)}"
+    for i, (got, want) in enumerate(zip(outs, wants)):
+        if isinstance(want, torch.Tensor):
+            expected = (numpy_dtype_of(want.dtype), tuple(want.shape))
+            found = (got.dtype, got.shape) if isinstance(got, np.ndarray) else type(got).__name__
+            if found != expected:
+                return f"output {i}: got {found}, expected {expected}"
+        elif want is not None and not np.isscalar(got):
+            return f"output {i}: got {type(got).__name__}, expected a scalar"
+    return ""
+
+
+def _epsilon(tensors: list[torch.Tensor]) -> float:
+    """The machine epsilon of the least precise of ``tensors``; integers and bool compute in
+    float32 (the default dtype), complex numbers in the dtype of their parts."""
+    def eps(dtype: torch.dtype) -> float:
+        dtype = dtype.to_real() if dtype.is_complex else dtype
+        return torch.finfo(dtype if dtype.is_floating_point else torch.float32).eps
+    return max(eps(t.dtype) for t in tensors)
+
+
+def _float64_outputs(op, args, kwargs, magnitudes: bool) -> list:
+    """Eager's outputs (NumPy, None if not a float tensor) with every float tensor of the call
+    in float64 (complex128), as its magnitudes if ``magnitudes``; [] if eager refuses that."""
+    def widen(value):
+        return value.to(torch.complex128 if value.is_complex() else torch.float64, copy=True) \
+            if _is_float(value) else value
+
+    def inputs(value):
+        return widen(value.abs().to(value.dtype) if magnitudes and _is_float(value) else value)
+
+    try:
+        result = op(*tree_map(inputs, args), **tree_map(inputs, kwargs))
+    except Exception:  # no float64 kernel, or mixed-dtype rules
+        return []
+    return [widen(r).detach().numpy() if _is_float(r) else None
+            for r in (result if isinstance(result, (tuple, list)) else [result])]
+
+
+def _close(got: np.ndarray, reference, scale, eps: float) -> bool:
+    """Whether each element of ``got`` is ``reference``'s (NaN and infinities included) or
+    within ``ULPS * eps * (|reference| + scale)`` of it."""
+    if reference is None or reference.shape != got.shape:
+        return False
+    g, r = (a.astype(np.complex128 if a.dtype.kind == "c" else np.float64) for a in (got, reference))
+    with np.errstate(invalid="ignore"):
+        same = (g == r) | (np.isnan(g) & np.isnan(r))
+        near = np.isfinite(g) & np.isfinite(r) & (np.abs(g - r) <= ULPS * eps * (np.abs(r) + scale))
+    return bool(np.all(same | near))
+
+
+def _values_problem(op, args, kwargs, outs: list, wants: list) -> tuple[str, float]:
+    """`compare_outputs`, where a float output counts as eager's when each element is within
+    ``ULPS`` machine epsilons of the call (`_epsilon`) of eager's value or of the float64
+    result, relative to its magnitude plus that of the reduction computing it: the call
+    on the magnitudes of its float inputs, in float64 (for a sum of products such as a
+    convolution, the sum of the terms' magnitudes, which bounds its rounding errors)."""
+    eps = _epsilon([t for t in _leaves((args, kwargs, wants)) if isinstance(t, torch.Tensor)])
+    exact, magnitudes = (_float64_outputs(op, args, kwargs, m) or [None] * len(wants) for m in (False, True))
+    judged = list(outs)
+    for i, want in enumerate(wants):
+        if _is_float(want):
+            expected, magnitude = to_numpy(want), magnitudes[i]
+            scale = 0.0 if magnitude is None or magnitude.shape != expected.shape else \
+                np.nan_to_num(np.abs(magnitude), nan=0.0, posinf=0.0)
+            if _close(outs[i], expected, scale, eps) or _close(outs[i], exact[i], scale, eps):
+                judged[i] = expected
+    return compare_outputs(op, args, kwargs, judged, wants)
+
+
+def check_call(op, args, kwargs, expected, kernels: Callable[[str], Kernel] = get_kernel,
+               support: bool = False) -> CheckResult:
     """Run the kernel for one recorded ATen call and compare with eager's ``expected`` result.
 
     ``kernels`` maps an operator name to a `Kernel` (the portable registry by default;
-    `torchedge.kernels.aten_mode.get_aten_kernel` checks the harness itself).
+    `torchedge.kernels.aten_mode.get_aten_kernel` checks the harness itself). A ``support``
+    check is a MISMATCH only for outputs of other dtypes or shapes than eager's, and
+    INACCURATE for values beyond `_values_problem`'s tolerances.
     """
     name, call = op_name(kernel_op(op)), _describe(op, args, kwargs)
     try:
@@ -221,8 +315,14 @@ def check_call(op, args, kwargs, expected, kernels: Callable[[str], Kernel] = ge
         return CheckResult(Status.RAISED, name, call, f"{type(e).__name__}: {e}")
     if outs is None or returned is not None:  # a value, or data-dependent outputs the kernel allocated
         outs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
-    problem, max_error = compare_outputs(op, args, kwargs, outs, wants)
-    return CheckResult(Status.MISMATCH if problem else Status.PASS, name, call, problem, max_error)
+    if not support:
+        problem, max_error = compare_outputs(op, args, kwargs, outs, wants)
+        return CheckResult(Status.MISMATCH if problem else Status.PASS, name, call, problem, max_error)
+    problem = _layout_problem(outs, wants)
+    if problem:
+        return CheckResult(Status.MISMATCH, name, call, problem)
+    problem, max_error = _values_problem(op, args, kwargs, outs, wants)
+    return CheckResult(Status.INACCURATE if problem else Status.PASS, name, call, problem, max_error)
 
 
 def check_calls(calls, kernels: Callable[[str], Kernel] = get_kernel) -> list[CheckResult]:

@@ -3,16 +3,17 @@
 Values are chosen so that every dtype eager accepts computes something well defined:
 divisors and exponents are non-zero and small, indices are valid, norms get positive
 variances. Each template returns ``(args, kwargs)``; an operator has one template, or one
-per operand shape that promotes differently.
+per operand shape that promotes differently. `WRONG` lists the combinations a kernel
+supports but is known to compute wrongly, which the spec leaves out until it is fixed.
 """
 
 from __future__ import annotations
 
 import torch
 
-from torchedge.exir.dialects.kernel_probe import Draw, Template
+from torchedge.exir.dialects.kernel_probe import Draw, Template, Wrong
 
-__all__ = ["TEMPLATES"]
+__all__ = ["TEMPLATES", "WRONG"]
 
 L, B, C64 = torch.int64, torch.bool, torch.complex64
 ALL3 = [True, True, True]
@@ -236,4 +237,12 @@ _SINGLE: dict[str, Template] = {
 TEMPLATES: dict[str, tuple[Template, ...]] = {
     **{name: (template,) for name, template in _SINGLE.items()},
     **{f"aten::{name}": tuple(make(a, b) for a, b in _SHAPES) for name, make in _PAIRWISE.items()},
+}
+
+WRONG: dict[str, Wrong] = {
+    "aten::convolution": Wrong(lambda d: not d["input"].is_floating_point and d["bias"].is_floating_point,
+                               "truncates an integer convolution's sum plus its float bias; ATen adds the "
+                               "truncated bias"),
+    "aten::upsample_bilinear2d.vec": Wrong(lambda d: d["input"] == torch.uint8,
+                                           "rounds uint8 results otherwise than ATen (half to even, in one step)"),
 }
