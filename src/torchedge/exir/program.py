@@ -26,7 +26,7 @@ from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes.constant_folding import fold_constants
 from torchedge.exir.passes.debug_handles import DebugHandlePass
 from torchedge.exir.passes.dense_outputs import DenseOutputsPass
-from torchedge.exir.passes.mutable_state import MutableStatePass, mutable_buffers
+from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations, mutable_buffers
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
 from torchedge.schema.program import Program
@@ -59,6 +59,7 @@ def _check_bounded_inputs(ep: ExportedProgram) -> None:
 def _to_edge_program(ep: ExportedProgram, config: EdgeCompileConfig) -> ExportedProgram:
     _check_bounded_inputs(ep)
     edge = ep.run_decompositions(torch.export.default_decompositions())
+    check_mutations(edge, traced=ep)
     if config._check_ir_validity:
         verify_aten(edge.graph_module)
     run_passes(edge.graph_module, [p() for p in EDGE_PASSES])

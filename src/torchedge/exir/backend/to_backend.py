@@ -31,6 +31,7 @@ from torchedge.exir.backend.compile_spec import CompileSpec
 from torchedge.exir.backend.lowered_module import LoweredBackendModule, executorch_call_delegate
 from torchedge.exir.backend.partitioner import TAG_KEY, Partitioner
 from torchedge.exir.passes.constant_folding import drop_unused_constants
+from torchedge.exir.passes.mutable_state import mutable_buffers
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 
 __all__ = ["to_backend", "lower_whole_program", "DelegatedProgramVerifier"]
@@ -70,9 +71,9 @@ def _constant_specs(ep: ExportedProgram) -> dict[str, InputSpec]:
 
     Buffers the program mutates are state, not constants: a delegate reads them at run time.
     """
-    state = set(ep.graph_signature.buffers_to_mutate.values())
+    state = mutable_buffers(ep.graph_signature)
     return {s.arg.name: s for s in ep.graph_signature.input_specs
-            if s.kind != InputKind.USER_INPUT and isinstance(s.arg, TensorArgument) and s.target not in state}
+            if s.kind != InputKind.USER_INPUT and isinstance(s.arg, TensorArgument) and s.arg.name not in state}
 
 
 def _tag_getitems(graph: torch.fx.Graph) -> None:

@@ -18,6 +18,7 @@ from torch.export.graph_signature import ConstantArgument, InputKind, InputSpec,
 
 from torchedge.exir.dialects.quantized import is_dequantize
 from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.exir.passes.mutable_state import mutable_buffers
 
 __all__ = ["fold_constants", "drop_unused_constants"]
 
@@ -36,13 +37,13 @@ def _nbytes(value) -> int:
 
 
 def _constant_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
-    """Parameters, buffers and lifted constants, except buffers the program mutates (state)."""
+    """Parameters, buffers and lifted constants, except those the program mutates (state)."""
     sig = ep.graph_signature
-    state = set(sig.buffers_to_mutate.values())
+    state = mutable_buffers(sig)
     values = {}
     for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
         for name, fqn in mapping.items():
-            if fqn not in state:
+            if name not in state:
                 values[name] = ep.state_dict[fqn] if fqn in ep.state_dict else ep.constants[fqn]
     return values
 
@@ -133,10 +134,10 @@ def _named_after(gm: torch.fx.GraphModule, specs: list[InputSpec]) -> list[Input
 def _rebuilt(ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[InputSpec],
              constants: dict, verifiers=None) -> ExportedProgram:
     """The program with the new constants inserted before the user inputs and unused inputs dropped."""
-    live = {n.name for n in gm.graph.nodes if n.op == "placeholder" and n.users}
+    live = {n.name for n in gm.graph.nodes if n.op == "placeholder" and n.users} | set(mutable_buffers(ep.graph_signature))
     old = [s for s in ep.graph_signature.input_specs
            if s.kind == InputKind.USER_INPUT or isinstance(s.arg, ConstantArgument) or s.arg.name in live]
-    for node in [n for n in gm.graph.nodes if n.op == "placeholder" and not n.users]:
+    for node in [n for n in gm.graph.nodes if n.op == "placeholder" and n.name not in live]:
         if any(s.arg.name == node.name for s in ep.graph_signature.input_specs if s.kind != InputKind.USER_INPUT):
             gm.graph.erase_node(node)
     users_start = next((i for i, s in enumerate(old) if s.kind == InputKind.USER_INPUT), len(old))

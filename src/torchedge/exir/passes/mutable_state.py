@@ -29,7 +29,7 @@ from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
 
-__all__ = ["Mutation", "mutations", "mutable_buffers", "MutableStatePass", "OUT_TO"]
+__all__ = ["Mutation", "mutations", "mutable_buffers", "check_mutations", "MutableStatePass", "OUT_TO"]
 
 _aten = torch.ops.aten
 # Functional ops whose out variant is exact with ``out`` being ``self``: the portable kernels
@@ -50,12 +50,19 @@ class Mutation:
     fqn: str | None  # the buffer's name in the module; None for a user input
 
 
+_STATE_INPUTS = (InputKind.BUFFER, InputKind.PARAMETER)
+_STATE_MUTATIONS = (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION)
+MUTATION_OUTPUTS = (*_STATE_MUTATIONS, OutputKind.USER_INPUT_MUTATION)
+
+
 def mutations(signature: ExportGraphSignature) -> list[Mutation]:
-    """Every buffer and user-input mutation the signature records, in output order."""
-    placeholder_of = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind == InputKind.BUFFER}
+    """Every buffer, parameter and user-input mutation the signature records, in output order.
+
+    A parameter the program writes is state just like a buffer."""
+    placeholder_of = {spec.target: spec.arg.name for spec in signature.input_specs if spec.kind in _STATE_INPUTS}
     found = []
     for spec in signature.output_specs:
-        if spec.kind == OutputKind.BUFFER_MUTATION:
+        if spec.kind in _STATE_MUTATIONS:
             found.append(Mutation(placeholder_of[spec.target], spec.arg.name, True, spec.target))
         elif spec.kind == OutputKind.USER_INPUT_MUTATION:
             found.append(Mutation(spec.target, spec.arg.name, False, None))
@@ -63,8 +70,38 @@ def mutations(signature: ExportGraphSignature) -> list[Mutation]:
 
 
 def mutable_buffers(signature: ExportGraphSignature) -> dict[str, str]:
-    """Placeholder name -> fully qualified name of every buffer the program mutates."""
+    """Placeholder name -> fully qualified name of every buffer (or parameter) the program mutates."""
     return {m.target: m.fqn for m in mutations(signature) if m.is_buffer}
+
+
+def check_mutations(ep, traced=None) -> None:
+    """Every mutation must write a value of the target's own shape and dtype.
+
+    torch.export's functionalisation drops the conversion of ``buffer.copy_(x)`` when ``x``
+    has another dtype (the program would compute with ``x`` itself): refuse it instead of
+    compiling a wrong program. ``traced`` is the program before decomposition, whose in-place
+    call gives the user's source line.
+    """
+    nodes = {n.name: n for n in ep.graph.nodes}
+    for mutation in mutations(ep.graph_signature):
+        target, value = nodes[mutation.target], nodes[mutation.value]
+        if not _same_tensor_type(value, target):
+            what = f"buffer '{mutation.fqn}'" if mutation.is_buffer else f"input '{mutation.target}'"
+            t, v = target.meta["val"], value.meta["val"]
+            raise ExportError(f"the program writes a {v.dtype} value of shape {list(v.shape)} into {what}, a "
+                              f"{t.dtype} tensor of shape {list(t.shape)} {_writer(traced, mutation) or describe_node(value)}: "
+                              "convert the value to the buffer's dtype and shape before the in-place write")
+
+
+def _writer(traced, mutation: Mutation) -> str | None:
+    """Where the traced program mutates the target in place (its in-place call), if found."""
+    if traced is None:
+        return None
+    for node in traced.graph.nodes:
+        if (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+                and node.target._schema.is_mutable and node.args and getattr(node.args[0], "name", None) == mutation.target):
+            return describe_node(node)
+    return None
 
 
 def _same_tensor_type(a: torch.fx.Node, b: torch.fx.Node) -> bool:
@@ -160,7 +197,7 @@ class MutableStatePass(PassBase):
             replacements[mutation.value] = None if mutation.is_buffer else target
         kept = []
         for node, kind in zip(returned, kinds):
-            if kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION):
+            if kind in MUTATION_OUTPUTS:
                 node = replacements[node.name]
             if node is not None:
                 kept.append(node)
