@@ -171,12 +171,16 @@ def test_torchedge_program_keeps_state(case, runtime, reinplace):
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_executorch_program_keeps_state_on_torchedge(case):
+@pytest.mark.parametrize("reinplace", [False, True], ids=["write_back", "reinplaced"])
+def test_executorch_program_keeps_state_on_torchedge(case, reinplace):
+    """ExecuTorch writes state back with ``aten::copy_``, or with ``aten::index_put_`` when it reinplaces."""
     if case == "parameter":
         pytest.skip("ExecuTorch 1.5.1 compiles a parameter mutation into an extra output, not state")
+    from executorch.exir import ExecutorchBackendConfig as ETConfig
+
     factory, steps = CASES[case]
     model = factory()
-    buffer = _executorch_buffer(copy.deepcopy(model), steps[0])
+    buffer = _executorch_buffer(copy.deepcopy(model), steps[0], ETConfig(run_reinplace_pass=reinplace))
     _check_steps(_torchedge_runner(buffer), model, steps)
 
 
