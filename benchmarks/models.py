@@ -1,7 +1,9 @@
 """Spine models: torchedge vs PyTorch eager vs the real ExecuTorch (portable), in one run.
 
-Prints latency (one thread everywhere, sides timed in alternating rounds), ratios, planned
-memory bytes and `.pte` sizes. Usage: python benchmarks/models.py [model ...] [--repeat ROUNDS]
+Prints latency (sides timed in alternating rounds; one thread unless --threads: torchedge's
+kernels and eager get that many, ExecuTorch's portable kernels run on one), ratios, planned
+memory bytes and `.pte` sizes.
+Usage: python benchmarks/models.py [model ...] [--repeat ROUNDS] [--threads N]
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from torchedge.models import MODEL_NAMES, load_model  # noqa: E402
 from torchedge.runtime import Runtime  # noqa: E402
 
 
-def bench(name: str, repeat: int) -> list:
+def bench(name: str, repeat: int, threads: int) -> list:
     from executorch.exir import to_edge as et_to_edge
     from executorch.runtime import Runtime as ETRuntime
 
@@ -30,7 +32,7 @@ def bench(name: str, repeat: int) -> list:
     ours = to_edge(exported).to_executorch()
     theirs = et_to_edge(torch.export.export(model, inputs)).to_executorch()
 
-    method = Runtime.get().load_program(ours.buffer).load_method("forward")
+    method = Runtime.get(num_threads=threads).load_program(ours.buffer).load_method("forward")
     np_inputs = [t.numpy() for t in inputs]
     et_method = ETRuntime.get().load_program(theirs.buffer).load_method("forward")
 
@@ -54,9 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(MODEL_NAMES))
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1, help="threads of torchedge's kernels and of eager")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    rows = [bench(name, args.repeat) for name in args.models]
+    torch.set_num_threads(args.threads)
+    rows = [bench(name, args.repeat, args.threads) for name in args.models]
     _common.print_table(
         ["model", "torchedge ms", "eager ms", "ExecuTorch ms", "te/eager", "te/ET",
          "te planned B", "ET planned B", "te/ET mem", "te .pte B", "ET .pte B", "rel err"], rows)

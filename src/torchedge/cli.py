@@ -1,19 +1,22 @@
-"""The `torchedge` command line: export, run, inspect, check, kernels, generate.
+"""The `torchedge` command line: export, run, bench, inspect, check, kernels, generate.
 
-`run`, `inspect` and `generate` use only the NumPy runtime; `export`, `check` and
-`kernels --coverage` import torch when they are called.
+`run`, `bench`, `inspect` and `generate` use only the NumPy runtime (`bench --model`
+also runs PyTorch eager); `export`, `check` and `kernels --coverage` import torch
+when they are called.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-import time
+from contextlib import contextmanager
 
 import numpy as np
 
-from torchedge.errors import TorchEdgeError
+from torchedge.devtools.timing import Timing, time_calls
+from torchedge.errors import InputError, TorchEdgeError
 
 __all__ = ["main"]
 
@@ -90,14 +93,30 @@ def _random_inputs(meta, seed: int):
     return inputs
 
 
-def _time(fn, repeat: int) -> tuple[float, object]:
-    result = fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)), result
+def _load_inputs(args, meta) -> list:
+    """The arrays of ``--inputs`` (an .npz of input_0, input_1, ...), else random ones from ``--seed``."""
+    if not args.inputs:
+        return _random_inputs(meta, args.seed)
+    with np.load(args.inputs) as data:
+        return [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[-1]))]
+
+
+def _latency(timing: Timing) -> str:
+    ms = timing.milliseconds()
+    return f"p50 {ms['p50']:.3f} ms, p90 {ms['p90']:.3f} ms, min {ms['min']:.3f} ms"
+
+
+@contextmanager
+def _torch_threads(num_threads: int):
+    """PyTorch eager at ``num_threads`` threads, restored after."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _summary(array) -> str:
@@ -110,18 +129,76 @@ def _summary(array) -> str:
 def cmd_run(args) -> int:
     from torchedge.runtime import Runtime
 
-    program = Runtime.get().load_program(args.pte)
-    method = program.load_method(args.method)
-    if args.inputs:
-        with np.load(args.inputs) as data:
-            inputs = [data[k] for k in sorted(data.files, key=lambda k: int(k.split("_")[-1]))]
-    else:
-        inputs = _random_inputs(method.meta, args.seed)
-    median, outputs = _time(lambda: method.execute(inputs), args.repeat)
+    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads)
+    inputs = _load_inputs(args, method.meta)
+    outputs = method.execute(inputs)
     for i, out in enumerate(outputs):
         print(f"output {i}: {_summary(out)}")
-    print(f"latency: {median * 1e3:.3f} ms (median of {args.repeat})")
+    timing = time_calls({"torchedge": lambda: method.execute(inputs)}, args.repeat, warmup=0)["torchedge"]
+    print(f"latency: {_latency(timing)} ({args.repeat} runs, {_threads_text(method.num_threads)})")
     return 0
+
+
+def cmd_bench(args) -> int:
+    """Time a .pte on the NumPy runtime (and a built-in model in PyTorch eager beside it)."""
+    from torchedge.runtime import Runtime
+
+    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads)
+    inputs = _load_inputs(args, method.meta)
+    sides = {"torchedge": lambda: method.execute(inputs)}
+    if args.model is None:
+        timings = time_calls(sides, args.repeat, args.warmup)
+    else:
+        with _torch_threads(args.threads):
+            sides["eager"] = _eager_side(args.model, inputs)
+            timings = time_calls(sides, args.repeat, args.warmup)
+    memory = method.memory  # after the runs: the runtime allocations of the last one
+    report = {
+        "pte": args.pte, "method": args.method, "model": args.model, "threads": method.num_threads,
+        "warmup": args.warmup, "repeat": args.repeat, "inputs": [_describe(x) for x in inputs],
+        "latency_ms": {side: t.milliseconds() for side, t in timings.items()},
+        "memory_bytes": {"planned": memory.planned_bytes, "runtime": memory.runtime_bytes,
+                         "peak": memory.planned_bytes + memory.runtime_bytes},
+    }
+    print(json.dumps(report, indent=2) if args.json else _bench_text(report, timings))
+    return 0
+
+
+def _eager_side(model_name: str, inputs: list):
+    """A call of the built-in model in PyTorch eager (no grad) on the same inputs."""
+    import torch
+
+    from torchedge.models import load_model
+
+    model, _ = load_model(model_name)
+    tensors = [torch.from_numpy(np.array(x)) if isinstance(x, np.ndarray) else x for x in inputs]
+    run = torch.no_grad()(lambda: model(*tensors))
+    try:
+        run()
+    except Exception as e:
+        raise InputError(f"model '{model_name}' does not run on the .pte's inputs "
+                         f"({', '.join(_describe(x) for x in inputs)}): {type(e).__name__}: {e}") from None
+    return run
+
+
+def _describe(value) -> str:
+    return f"{value.dtype}{list(value.shape)}" if isinstance(value, np.ndarray) else type(value).__name__
+
+
+def _threads_text(num_threads: int) -> str:
+    return f"{num_threads} thread{'s' if num_threads > 1 else ''}"
+
+
+def _bench_text(report: dict, timings: dict[str, Timing]) -> str:
+    names = {"torchedge": "torchedge", "eager": f"eager ({report['model']})"}
+    width = max(len(names[side]) for side in timings)
+    memory = report["memory_bytes"]
+    lines = [f"method '{report['method']}' of {report['pte']}: {', '.join(report['inputs'])}; "
+             f"{_threads_text(report['threads'])}, {report['warmup']} warm-up and {report['repeat']} timed runs"]
+    lines += [f"{names[side]:<{width}}  {_latency(t)}" for side, t in timings.items()]
+    lines.append(f"peak memory: {memory['peak']:,} B = {memory['planned']:,} B planned arenas + "
+                 f"{memory['runtime']:,} B runtime allocations (constants stay in the mapped .pte)")
+    return "\n".join(lines)
 
 
 def cmd_inspect(args) -> int:
@@ -137,13 +214,13 @@ def cmd_check(args) -> int:
 
     from torchedge.runtime import Runtime
 
-    torch.set_num_threads(1)  # compare like with like: the NumPy runtime runs on one thread
     model, inputs, program = _compile(args.model, args.dynamic)
     _stage(f".pte is {len(program.buffer):,} bytes; loading it with the NumPy runtime")
-    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    method = Runtime.get().load_program(program.buffer).load_method("forward", num_threads=args.threads)
     ok = True
-    for sized in _sizes_to_check(inputs, args.dynamic):
-        ok &= _check_once(method, model, sized, args)
+    with _torch_threads(method.num_threads):  # compare like with like: eager gets the runtime's threads
+        for sized in _sizes_to_check(inputs, args.dynamic):
+            ok &= _check_once(method, model, sized, args)
     print("PASS" if ok else f"FAIL: error above tolerance {args.tolerance:.0e}")
     return 0 if ok else 1
 
@@ -167,9 +244,9 @@ def _check_once(method, model, inputs, args) -> bool:
 
     print(f"inputs: {', '.join(f'{t.dtype}{list(t.shape)}' for t in inputs)}")
     np_inputs = [t.numpy() for t in inputs]
-    te_time, outputs = _time(lambda: method.execute(np_inputs), args.repeat)
-    with torch.no_grad():
-        eager_time, expected = _time(lambda: model(*inputs), args.repeat)
+    sides = {"torchedge": lambda: method.execute(np_inputs), "eager": torch.no_grad()(lambda: model(*inputs))}
+    outputs, expected = sides["torchedge"](), sides["eager"]()
+    timings = time_calls(sides, args.repeat, warmup=0)
     expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
     worst = 0.0
     for i, (got, want) in enumerate(zip(outputs, expected)):
@@ -179,8 +256,8 @@ def _check_once(method, model, inputs, args) -> bool:
         print(f"output {i}: {_summary(got)}")
         print(f"  eager:  {_summary(want)}")
         print(f"  max abs error relative to max |eager| = {error:.2e}")
-    print(f"latency: torchedge {te_time * 1e3:.3f} ms, eager {eager_time * 1e3:.3f} ms "
-          f"(median of {args.repeat}, torch threads={torch.get_num_threads()})")
+    print(f"latency: torchedge {timings['torchedge'].p50 * 1e3:.3f} ms, eager {timings['eager'].p50 * 1e3:.3f} ms "
+          f"(median of {args.repeat}, {_threads_text(method.num_threads)} each)")
     return worst <= args.tolerance and len(outputs) == len(expected)
 
 
@@ -230,6 +307,20 @@ def _dynamic_dim(spec: str):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _num_threads(value: str) -> int:
+    from torchedge.runtime.threads import check_num_threads
+
+    try:
+        return check_num_threads(int(value))
+    except (ValueError, InputError) as e:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got '{value}'") from e
+
+
+def _add_threads_option(p: argparse.ArgumentParser, extra: str = "") -> None:
+    p.add_argument("--threads", metavar="N", type=_num_threads, default=1,
+                   help=f"threads of the runtime's kernels and delegates (default: 1){extra}")
+
+
 def _add_dynamic_option(p: argparse.ArgumentParser, extra: str = "") -> None:
     p.add_argument("--dynamic", metavar="INPUT:DIM:MIN:MAX", type=_dynamic_dim, action="append",
                    help=f"export dimension DIM of input INPUT as dynamic in [MIN, MAX], e.g. 0:1:2:128; "
@@ -254,7 +345,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inputs", help=".npz file with arrays named input_0, input_1, ... (default: random)")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    _add_threads_option(p)
     p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("bench", help="time a .pte on the NumPy runtime: latency percentiles, peak memory; "
+                                     "optionally PyTorch eager beside it")
+    p.add_argument("pte")
+    p.add_argument("--method", default="forward")
+    p.add_argument("--inputs", help=".npz file with arrays named input_0, input_1, ... (default: random)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: 3)")
+    p.add_argument("--repeat", type=int, default=50, help="timed runs (default: 50)")
+    p.add_argument("--model", help="also time this built-in model (as `torchedge export` names it) in PyTorch "
+                                   "eager on the same inputs and threads, in alternating rounds")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    _add_threads_option(p, "; with --model, also PyTorch's")
+    p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("inspect", help="methods, signatures, operators and memory of a .pte")
     p.add_argument("pte")
@@ -267,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", default="cnn")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--tolerance", type=float, default=1e-4)
+    _add_threads_option(p, "; PyTorch eager gets as many")
     _add_dynamic_option(p, " (also checked at MIN and MAX)")
     p.set_defaults(fn=cmd_check)
 

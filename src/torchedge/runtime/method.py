@@ -30,6 +30,13 @@ from torchedge.runtime.backend import get_backend
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.method_meta import MethodMeta
+from torchedge.runtime.threads import (
+    DEFAULT_NUM_THREADS,
+    RUNTIME_NUM_THREADS,
+    ThreadLimit,
+    check_num_threads,
+    encode_num_threads,
+)
 from torchedge.runtime.values import ValueTable
 from torchedge.schema.program import (
     DelegateCall,
@@ -64,9 +71,14 @@ class _Step:
 
 
 class Method:
+    """``num_threads``: the threads its kernels use (None: `DEFAULT_NUM_THREADS`); when given, it
+    is also passed to its delegates, overriding their compile-time thread settings."""
+
     def __init__(self, plan, pte, kernel_lookup=get_kernel, max_arena_bytes: int | None = None,
-                 shared_memory: dict | None = None, live_memory: frozenset[int] = frozenset()):
+                 shared_memory: dict | None = None, live_memory: frozenset[int] = frozenset(),
+                 num_threads: int | None = None):
         self.name = plan.name
+        self._requested_threads = None if num_threads is None else check_num_threads(num_threads)
         self._kernel_lookup = kernel_lookup
         self._plan = plan
         sizes = list(plan.non_const_buffer_sizes or [0])[1:]
@@ -90,8 +102,8 @@ class Method:
         instructions = chains[0].instructions if chains else []
         self._steps = [self._compile(pc, ins, plan) for pc, ins in enumerate(instructions)]
         self.meta = MethodMeta.from_plan(plan)
-        # Kernels need the run's allocator (data-dependent outputs) and error scope; a fully delegated
-        # method runs without either.
+        # Kernels need the run's allocator (data-dependent outputs), error scope and thread limit; a fully
+        # delegated method runs without them (its delegates sized their own pools at load).
         self._runs_kernels = any(s.kind in (_KERNEL, _RESIZING_KERNEL) for s in self._steps)
         # Dynamic shapes: when a run's input shapes equal the last run's, every tensor already has
         # its size (unless some size depends on data), so the run can skip the shape functions.
@@ -102,6 +114,13 @@ class Method:
         self._shapes_follow_inputs = not any(self._sizes_depend_on_data(s) for s in self._steps)
         self._shapes_current = False  # tensors have the sizes of the current inputs
         self._copied_outputs = tuple(pos not in self._caller_outputs for pos in range(len(self._outputs)))
+        # Made last: kernels and delegates loaded above may have brought native pools of their own.
+        self._thread_limit = ThreadLimit(self._requested_threads or DEFAULT_NUM_THREADS)
+
+    @property
+    def num_threads(self) -> int:
+        """The number of threads this method's kernels run with."""
+        return self._thread_limit.num_threads
 
     # -- loading ---------------------------------------------------------------
 
@@ -116,6 +135,8 @@ class Method:
         except BackendMissingError as e:
             raise BackendMissingError(f"method '{self.name}' delegates to {e}") from None
         specs = {s.key: bytes(s.value) for s in (delegate.compile_specs or [])}
+        if self._requested_threads is not None:
+            specs[RUNTIME_NUM_THREADS] = encode_num_threads(self._requested_threads)
         handle = backend.init(pte.delegate_data(delegate), specs)
         self._handles.append((backend, handle))
         return backend, handle
@@ -294,7 +315,7 @@ class Method:
         self.memory.reset_runtime()
         token = use_allocator(self.memory.allocate)
         try:
-            with quiet_run():
+            with quiet_run(), self._thread_limit:
                 self._dispatch()
         finally:
             reset_allocator(token)

@@ -10,14 +10,20 @@ from torchedge.runtime.data_loader import DataLoader
 from torchedge.runtime.method import Method
 from torchedge.runtime.method_meta import MethodMeta
 from torchedge.runtime.shared_state import SharedState
+from torchedge.runtime.threads import check_num_threads
 from torchedge.serialize import deserialize_pte
 
 __all__ = ["Program"]
 
 
 class Program:
-    def __init__(self, loader: DataLoader, kernel_lookup: Callable[[str], Kernel] = get_kernel):
+    """``num_threads``: the threads of the methods it loads, unless `load_method` says otherwise
+    (None: the runtime's default, see `torchedge.runtime.threads`)."""
+
+    def __init__(self, loader: DataLoader, kernel_lookup: Callable[[str], Kernel] = get_kernel,
+                 num_threads: int | None = None):
         self._kernel_lookup = kernel_lookup
+        self._num_threads = None if num_threads is None else check_num_threads(num_threads)
         self._loader = loader  # constants are views onto its bytes: keep it alive
         self._pte = deserialize_pte(loader.data)
         self._plans = {plan.name: plan for plan in self._pte.program.execution_plan or []}
@@ -40,15 +46,19 @@ class Program:
             raise KeyError(f"the program has no method '{name}'; methods: {', '.join(self._plans) or 'none'}")
         return plan
 
-    def load_method(self, name: str = "forward", max_arena_bytes: int | None = None) -> Method:
+    def load_method(self, name: str = "forward", max_arena_bytes: int | None = None,
+                    num_threads: int | None = None) -> Method:
         """Allocate the method's planned memory and resolve its kernels and delegates.
 
         Mutable buffers start from their initial values, except state this method shares
         with another loaded method of the program (see `torchedge.runtime.shared_state`).
+        ``num_threads`` overrides the program's (the runtime's) thread count for this method.
         """
         plan = self._plan(name)
+        if num_threads is None:
+            num_threads = self._num_threads
         shared, live = self._shared_state.arenas_for(plan)
-        return Method(plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live)
+        return Method(plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads)
 
     def metadata(self, name: str = "forward") -> MethodMeta:
         """Signature and planned memory of a method, without allocating it."""

@@ -7,6 +7,7 @@ from typing import Callable
 from torchedge.kernels.registry import Kernel, get_kernel
 from torchedge.runtime.data_loader import loader_for
 from torchedge.runtime.program import Program
+from torchedge.runtime.threads import check_num_threads
 
 __all__ = ["Runtime"]
 
@@ -22,25 +23,30 @@ def _kernel_lookup(kernels: str) -> Callable[[str], Kernel]:
 
 
 class Runtime:
-    """Loads programs. One instance per kernel set:
+    """Loads programs. One instance per kernel set and thread count:
 
     * ``Runtime.get()`` — the portable NumPy kernels (no torch);
     * ``Runtime.get(kernels="aten")`` — PyTorch's own kernels, the reference the
-      portable ones are tested against (needs torch installed).
+      portable ones are tested against (needs torch installed);
+    * ``Runtime.get(num_threads=2)`` — methods run their kernels on two threads
+      (default: one) and pass the number to their delegates; `Program.load_method`
+      can override it per method. See `torchedge.runtime.threads`.
     """
 
-    _instances: dict[str, "Runtime"] = {}
+    _instances: dict[tuple[str, int | None], "Runtime"] = {}
 
-    def __init__(self, kernels: str = "portable"):
+    def __init__(self, kernels: str = "portable", num_threads: int | None = None):
         self.kernels = kernels
+        self.num_threads = None if num_threads is None else check_num_threads(num_threads)
         self._lookup = _kernel_lookup(kernels)
 
     @classmethod
-    def get(cls, kernels: str = "portable") -> "Runtime":
-        if kernels not in cls._instances:
-            cls._instances[kernels] = cls(kernels)
-        return cls._instances[kernels]
+    def get(cls, kernels: str = "portable", num_threads: int | None = None) -> "Runtime":
+        key = (kernels, None if num_threads is None else check_num_threads(num_threads))
+        if key not in cls._instances:
+            cls._instances[key] = cls(kernels, num_threads)
+        return cls._instances[key]
 
     def load_program(self, source, *, mmap: bool = True) -> Program:
         """Load a `.pte` from a path (memory-mapped unless ``mmap=False``), bytes, or a binary file."""
-        return Program(loader_for(source, mmap_file=mmap), self._lookup)
+        return Program(loader_for(source, mmap_file=mmap), self._lookup, self.num_threads)

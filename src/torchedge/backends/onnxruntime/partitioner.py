@@ -31,8 +31,8 @@ class OnnxRuntimeBackend(BackendDetails):
 class OnnxRuntimePartitioner(Partitioner):
     """Delegate every maximal group of operators the ONNX lowering handles.
 
-    ``intra_op_threads`` travels to the runtime as a compile spec; None lets
-    ONNX Runtime choose.
+    ``intra_op_threads`` travels to the runtime as a compile spec: the session's thread count
+    unless the runtime sets one (``Runtime.get(num_threads=...)``); neither means one thread.
     """
 
     def __init__(self, intra_op_threads: int | None = None):

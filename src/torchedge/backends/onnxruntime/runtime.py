@@ -12,7 +12,7 @@ from operator import is_
 
 import numpy as np
 
-from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, decode_threads
+from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, session_threads
 from torchedge.errors import KernelError
 from torchedge.runtime.backend import BackendInterface, register_backend
 
@@ -47,13 +47,14 @@ class OnnxRuntimeDelegate(BackendInterface):
         return True
 
     def init(self, processed, compile_specs) -> _Session:
+        """One session, with the intra-op threads `session_threads` picks: the runtime's explicit
+        ``num_threads`` wins over the export-time ``intra_op_threads``; neither means one."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        if INTRA_OP_THREADS in compile_specs:
-            options.intra_op_num_threads = decode_threads(compile_specs[INTRA_OP_THREADS])
+        options.intra_op_num_threads = session_threads(compile_specs)
         session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
         return _Session(session, [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()],
                         session.io_binding())

@@ -1,0 +1,77 @@
+"""Timing calls: warm-up, samples taken in alternating rounds, p50/p90/min.
+
+One place for `torchedge bench`, `run`, `check` and the scripts in `benchmarks/`.
+NumPy only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from torchedge.errors import InputError
+
+__all__ = ["Timing", "time_calls"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call of one function, one sample per round."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def p50(self) -> float:
+        return float(np.percentile(self.samples, 50))
+
+    @property
+    def p90(self) -> float:
+        return float(np.percentile(self.samples, 90))
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    def milliseconds(self) -> dict[str, float]:
+        return {"p50": self.p50 * 1e3, "p90": self.p90 * 1e3, "min": self.min * 1e3}
+
+
+def time_calls(fns: dict[str, Callable[[], object]], repeat: int, warmup: int = 1,
+               batch_seconds: float = 0.0) -> dict[str, Timing]:
+    """Call each function ``warmup`` times, then time it in ``repeat`` rounds.
+
+    Each round times every function once, so drift in machine speed (other
+    processes, frequency changes) hits all of them alike. A sample is one call,
+    or with ``batch_seconds`` > 0 the mean of as many calls as take about that
+    long (for functions of microseconds, where timer resolution and per-call
+    noise would dominate).
+    """
+    if repeat < 1:
+        raise InputError(f"repeat must be at least 1, got {repeat}")
+    if warmup < 0:
+        raise InputError(f"warmup must be at least 0, got {warmup}")
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    batches = {name: _batch_size(fn, batch_seconds) for name, fn in fns.items()}
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            n = batches[name]
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - start) / n)
+    return {name: Timing(tuple(times)) for name, times in samples.items()}
+
+
+def _batch_size(fn: Callable[[], object], batch_seconds: float) -> int:
+    """How many calls of ``fn`` take about ``batch_seconds`` (one when not batching)."""
+    if batch_seconds <= 0:
+        return 1
+    start = time.perf_counter()
+    fn()
+    return max(1, int(batch_seconds / max(time.perf_counter() - start, 1e-7)))
