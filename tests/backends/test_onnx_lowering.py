@@ -311,7 +311,6 @@ UNSUPPORTED = [
          ("aten.avg_pool2d.default",)),
     Case("adaptive_pool_uneven", nn.AdaptiveAvgPool2d(3), (randn(1, 2, 7, 7),),
          ("aten._adaptive_avg_pool2d.default",)),
-    Case("index_two_tensors", lambda x, i: x[i, i], (randn(3, 3), torch.tensor([0, 2])), ("aten.index.Tensor",)),
     Case("bitwise_and_int", operator.and_, (ints(3), ints(3)), ("aten.bitwise_and.Tensor",)),
 ]
 

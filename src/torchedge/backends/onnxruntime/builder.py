@@ -1,6 +1,13 @@
-"""`GraphBuilder`: the ONNX nodes, initializers and value names of one graph being lowered."""
+"""`GraphBuilder`: the ONNX nodes, initializers and value names of one graph being lowered.
+
+Each distinct constant is one initializer: equal constants share it, and a large constant
+holding the same bytes as another under a different shape (a folded reshape of a weight) is
+a Reshape of it, which ONNX Runtime folds when it loads the model.
+"""
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import onnx
@@ -22,8 +29,9 @@ _TYPES = {  # torch dtype -> (ONNX element type, NumPy dtype)
 }
 ONNX_DTYPES = frozenset(_TYPES)  # the dtypes a lowered graph may carry
 
-# Constants up to this many elements are shared between the nodes that use them.
-_SHARED_CONSTANT_SIZE = 16
+# Constants above this many elements holding the bytes of another of a different shape are a
+# Reshape of it; smaller ones (shapes, axes, pads) stay initializers of their own.
+_RESHAPED_CONSTANT_SIZE = 16
 
 
 def tensor_type(dtype: torch.dtype) -> int:
@@ -67,16 +75,22 @@ class GraphBuilder:
         return self._values[node]
 
     def constant(self, array, hint: str = "const") -> str:
-        """An initializer holding ``array``; small equal constants are shared."""
+        """The value holding ``array``: an initializer, shared by equal constants."""
         array = np.asarray(array, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-        key = ("constant", array.dtype.str, array.shape, array.tobytes()) if array.size <= _SHARED_CONSTANT_SIZE else None
-        if key in self._cache:
-            return self._cache[key]
+        digest = hashlib.blake2b(array.reshape(-1).view(np.uint8), digest_size=16).digest()
+        contents = ("constant", array.dtype.str, digest)
+        key = contents + (array.shape,)
+        if key not in self._cache:
+            same_bytes = self._cache.get(contents) if array.size > _RESHAPED_CONSTANT_SIZE else None
+            self._cache[key] = self._initializer(array, hint) if same_bytes is None else \
+                self.emit("Reshape", [same_bytes, self.int64s(array.shape)])
+            self._cache.setdefault(contents, self._cache[key])
+        return self._cache[key]
+
+    def _initializer(self, array: np.ndarray, hint: str) -> str:
         name = self.fresh(hint)
         self.initializers.append(numpy_helper.from_array(array, name))
         self._arrays[name] = array
-        if key is not None:
-            self._cache[key] = name
         return name
 
     def int64s(self, values) -> str:

@@ -1,4 +1,4 @@
-"""Elementwise operators: unary math, arithmetic, comparisons, logic, where, clamps, GELU.
+"""Elementwise operators: unary math, log1p, arithmetic, comparisons, logic, where, clamps, GELU.
 
 Operands are cast to the dtype PyTorch computes in (the node's output dtype, or
 the promoted input dtype for comparisons): ONNX operators need equal input types.
@@ -108,6 +108,23 @@ for _op, _onnx_op in _LOGICAL.items():
 @lowers(aten.rsqrt.default, dtypes=FLOATS)
 def _rsqrt(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("Reciprocal", [g.emit("Sqrt", [g.tensor(a["self"], a.out_dtype)])])
+
+
+@lowers(aten.log1p.default, dtypes=FLOATS)
+def _log1p(g: GraphBuilder, a: NodeArgs) -> str:
+    """ONNX has no Log1p, and Log(1 + x) loses every digit of a small x. With u = 1 + x,
+    ``x * (log(u) / (u - 1))`` is exact to a few ulps (u - 1 is exact, and the rounding of u
+    cancels in the ratio). Where u == 1 (|x| below half an ulp of 1: log1p(x) = x) and for
+    x = +inf the factor is 1 instead, so that the product keeps x itself, signed zeros
+    included (ONNX Runtime's Where may drop the sign of a zero); the rest (-1, below -1, nan,
+    -inf) follows from Log."""
+    dtype = a.out_dtype
+    x = g.tensor(a["self"], dtype)
+    u = g.emit("Add", [x, g.scalar(1.0, dtype)])
+    d = g.emit("Sub", [u, g.scalar(1.0, dtype)])
+    identity = g.emit("Or", [g.emit("Equal", [d, g.scalar(0.0, dtype)]), g.emit("IsInf", [x], detect_negative=0)])
+    factor = g.emit("Where", [identity, g.scalar(1.0, dtype), g.emit("Div", [g.emit("Log", [u]), d])])
+    return g.emit("Mul", [x, factor])
 
 
 @lowers(aten.logical_not.default, aten.bitwise_not.default, dtypes=_BOOL)

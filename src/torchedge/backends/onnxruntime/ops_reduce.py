@@ -7,7 +7,7 @@ import torch
 from torchedge.backends.onnxruntime.builder import GraphBuilder
 from torchedge.backends.onnxruntime.registry import FLOATS, NUMERIC, NodeArgs, lowers
 
-__all__: list[str] = []  # translations register themselves; nothing to import
+__all__ = ["reduce"]  # the translations register themselves
 
 aten = torch.ops.aten
 
@@ -20,14 +20,19 @@ def _axes(a: NodeArgs) -> list[int]:
     return [int(d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
 
 
-def _reduce(g: GraphBuilder, op_type: str, x: str, a: NodeArgs) -> str:
-    """ONNX reductions take their axes as an input from opset 18 (ReduceSum: 13), an attribute before."""
-    axes, keepdims = _axes(a), int(bool(a.args.get("keepdim", False)))
+def reduce(g: GraphBuilder, op_type: str, x: str, axes: list[int], keepdims: bool) -> str:
+    """``op_type`` over ``axes`` (empty: all of them). ONNX reductions take their axes as an
+    input from opset 18 (ReduceSum: 13), an attribute before."""
+    keepdims = int(keepdims)
     if not axes:
         return g.emit(op_type, [x], keepdims=keepdims)
     if g.opset >= 18 or op_type == "ReduceSum":
         return g.emit(op_type, [x, g.int64s(axes)], keepdims=keepdims)
     return g.emit(op_type, [x], axes=axes, keepdims=keepdims)
+
+
+def _reduce(g: GraphBuilder, op_type: str, x: str, a: NodeArgs) -> str:
+    return reduce(g, op_type, x, _axes(a), bool(a.args.get("keepdim", False)))
 
 
 def _reduction(op_type: str):

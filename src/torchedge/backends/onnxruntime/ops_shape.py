@@ -1,4 +1,4 @@
-"""Shape and data-movement operators: reshapes, transposes, expand, cat, split, pad, copies, casts.
+"""Shape and data-movement operators: reshapes, transposes, expand, cat, split, pad, flip, copies, casts.
 
 Shapes are static: a reshape-like operator reshapes to its output's meta shape.
 Core-ATen decomposition leaves one spelling of each view (``t`` and ``transpose``
@@ -69,3 +69,13 @@ def _constant_pad(g: GraphBuilder, a: NodeArgs) -> str:
     dtype = a.out_dtype
     return g.emit("Pad", [g.tensor(a["self"]), g.int64s(begins + ends), g.scalar(a["value"], dtype)])
 
+
+@lowers(aten.flip.default)
+def _flip(g: GraphBuilder, a: NodeArgs) -> str:
+    """A Slice with step -1 over the flipped dims, from the last element through the first."""
+    dims = sorted({int(d) % max(a.rank(), 1) for d in a["dims"]})
+    x = g.tensor(a["self"])
+    if not dims or a.rank() == 0:
+        return x
+    n = len(dims)
+    return g.emit("Slice", [x, g.int64s([-1] * n), g.int64s([-2**63] * n), g.int64s(dims), g.int64s([-1] * n)])

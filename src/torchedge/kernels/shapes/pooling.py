@@ -6,7 +6,7 @@ The window arithmetic (ceil_mode included) is the kernels' own `pool_geometry`.
 from __future__ import annotations
 
 from torchedge.kernels.portable.common import pair
-from torchedge.kernels.portable.pooling import pool_geometry
+from torchedge.kernels.portable.pooling import check_nonempty, check_window_fits, pool_geometry
 from torchedge.kernels.shapes.common import check
 from torchedge.kernels.shapes.registry import register_named
 
@@ -28,12 +28,14 @@ def max_pool(op: str, dims: int, self, kernel_size, stride, padding, dilation, c
 def avg_pool(op: str, dims: int, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
              out) -> list[tuple]:
     _check_input(op, dims, self)
-    *_, size = pool_geometry(op, self, dims, kernel_size, stride, padding, (1,), ceil_mode)
+    kernel, *_, size = pool_geometry(op, self, dims, kernel_size, stride, padding, (1,), ceil_mode)
+    check_window_fits(op, self, dims, kernel)
     return [self.shape[:-dims] + size]
 
 
 def adaptive_avg_pool(op: str, dims: int, self, output_size, out) -> list[tuple]:
     _check_input(op, dims, self)
+    check_nonempty(op, self, dims)
     size = pair(output_size, dims, "output_size", op)
     check(min(size) > 0, op, f"output_size {list(output_size)} must be positive")
     return [self.shape[:-dims] + size]
