@@ -156,12 +156,27 @@ def _extra_calls() -> list:
         _call(aten.cat.default, [torch.ones(0), torch.randn(2, 3), torch.randn(4, 3)]),
         _call(aten.slice.Tensor, x, 2, -10, 100, 3),
         *_quantized_calls(x),
+        *_fused_calls(),
     ]
     for op in (aten._embedding_bag.default, aten._embedding_bag_forward_only.default):
         for dtype, mode, include_last_offset, padding_idx in _BAGS:
             calls.append(_call(op, weights.to(dtype), bag_indices, offsets, False, mode, False, None,
                                include_last_offset, padding_idx))
     return calls
+
+
+def _fused_calls() -> list:
+    from torchedge.exir.passes.kernel_fusion import fused_ops
+
+    fused = fused_ops()
+    q, k, v, mask = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 6), torch.zeros(5, 7)
+    x, w = torch.randn(1, 4, 10, 9), torch.randn(6, 2, 3, 3)
+    stats = [torch.rand(6) + 0.5 for _ in range(4)]
+    return [
+        _call(fused["attention"], q, k, v, mask, 0.5),
+        _call(fused["conv_bn_act"], x, w, None, [2, 1], [0, 1], [1, 2], [1, 1], 2, *stats, 1e-5, "relu", 0.0, 0.0),
+        _call(fused["linear_act"], torch.randn(5, 7), torch.randn(7, 3), torch.randn(3), "gelu"),
+    ]
 
 
 def _quantized_calls(x) -> list:

@@ -39,6 +39,8 @@ class ExecutorchBackendConfig:
     run_reinplace_pass: state updates write into the mutated buffer itself where that is exact
       (a KV-cache update costs the new rows); False keeps ExecuTorch's default, a write-back
       ``copy_`` of the whole buffer after the graph.
+    fuse_kernels: fuse conv + batch norm + activation and attention into torchedge-private
+      kernels (torchedge's runtime only; kernel_set must be None).
     """
 
     passes: list[Callable] = field(default_factory=list)
@@ -52,3 +54,4 @@ class ExecutorchBackendConfig:
     emit_stacktrace: bool = False
     emit_mutable_buffer_names: bool = False
     run_reinplace_pass: bool = True
+    fuse_kernels: bool = False

@@ -25,6 +25,7 @@ from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes.constant_folding import fold_constants
 from torchedge.exir.passes.debug_handles import DebugHandlePass
+from torchedge.exir.passes.kernel_fusion import fusion_passes
 from torchedge.exir.passes.dense_outputs import DenseOutputsPass
 from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations, mutable_buffers
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
@@ -147,7 +148,7 @@ class EdgeProgramManager:
             constant_names = (set(sig.inputs_to_parameters) | set(sig.inputs_to_buffers)
                               | set(sig.inputs_to_lifted_tensor_constants)) - set(state)
             gm = copy.deepcopy(ep.graph_module)
-            gm = run_passes(gm, [*config.passes, ShareViewsPass(constant_names),
+            gm = run_passes(gm, [*config.passes, *fusion_passes(config), ShareViewsPass(constant_names),
                                  MutableStatePass(sig, reinplace=config.run_reinplace_pass), OutVariantPass()])
             if config.check_kernels:
                 check_loadable(gm, name, available, config.backend_set)

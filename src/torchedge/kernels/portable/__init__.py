@@ -13,6 +13,7 @@ from torchedge.kernels.portable import (  # noqa: F401
     creation,
     elementwise,
     fft,
+    fused,
     indexing,
     linear_algebra,
     normalization,

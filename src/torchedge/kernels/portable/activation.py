@@ -11,9 +11,9 @@ import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, can_cast, float_result_type, is_floating, is_integral
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, write
-from torchedge.kernels.portable.comparison import clamp, keep_signed_zeros
+from torchedge.kernels.portable.comparison import fast_clamp, clamp, keep_signed_zeros
 from torchedge.kernels.portable.elementwise import SAME, check_same_dtype, opmath_buffer, store, unary_kernel
-from torchedge.kernels.portable.special import BLOCK, erf, erf_block32
+from torchedge.kernels.portable.special import _P32, _Q32, ErfRational, erf
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["relu", "hardtanh", "gelu", "elu", "leaky_relu", "hardsigmoid", "hardswish", "silu", "logit", "softmax",
@@ -23,9 +23,14 @@ __all__ = ["relu", "hardtanh", "gelu", "elu", "leaky_relu", "hardsigmoid", "hard
 @register_kernel("aten::relu.out")
 def relu(self, out):
     check(self.dtype != BOOL, "aten::relu.out", "boolean inputs are not supported")
+    if fast_clamp(self, 0, None, out):  # float32/float64 without zeros: one pass
+        return
+    floating = is_floating(self.dtype)
+    if floating and np.may_share_memory(out, self):
+        self = self.copy()  # in place: keep_signed_zeros reads self's zeros after out is written
     with quiet():
         np.maximum(self, self.dtype.type(0), out=out, casting="unsafe")  # nan stays nan
-        if is_floating(self.dtype):
+        if floating:
             keep_signed_zeros(out, self)  # relu(-0.0) is -0.0, as in ATen
 
 
@@ -117,17 +122,23 @@ def logit(self, eps, out):
     store(out, buf, dtype)
 
 
+# GELU as x * (1/2 + xc * P(xc²) / Q(xc²)) with xc = clip(x, ±4√2): the float32 erf's rational
+# with u = x/√2 folded into its coefficients (u² = x²/2) and the factor 1/(2√2) into P's, so a
+# block costs the rational plus two passes, and x·(1/2 + ...) cannot overflow for huge x.
+_GELU32 = ErfRational([float(c) * 0.5 ** k / (2 * math.sqrt(2)) for k, c in enumerate(_P32)],
+                      [float(c) * 0.5 ** k for k, c in enumerate(_Q32)], 4 * math.sqrt(2))
+
+
 def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
     """x/2 * (1 + erf(x/sqrt(2))) block by block, every pass over a block while it is in cache."""
     flat = np.ascontiguousarray(x).reshape(-1)
-    direct = out.dtype == np.float32 and out.flags.c_contiguous and not np.may_share_memory(flat, out)
+    direct = out.dtype == np.float32 and out.flags.c_contiguous and (
+        not np.may_share_memory(flat, out) or flat.__array_interface__["data"][0] == out.__array_interface__["data"][0])
     result = out.reshape(-1) if direct else np.empty(flat.shape, np.float32)
-    for start in range(0, flat.size, BLOCK):
-        block, y = flat[start:start + BLOCK], result[start:start + BLOCK]
-        erf_block32(block * np.float32(1 / math.sqrt(2)), y)
-        y += 1
-        y *= block
-        y *= np.float32(0.5)
+    half = np.float32(0.5)
+    for start, block, ratio in _GELU32.blocks(flat):
+        ratio += half
+        np.multiply(ratio, block, out=result[start:start + block.size])
     if not direct:
         write(out, result.reshape(x.shape))
 
@@ -179,7 +190,9 @@ def softmax(self, dim, half_to_float, out):
     with quiet():
         np.subtract(self, np.max(self, axis=axis, keepdims=True), out=buf, dtype=buf.dtype, casting="unsafe")
         np.exp(buf, out=buf)
-        buf /= np.sum(buf, axis=axis, keepdims=True)
+        total = np.add.reduce(buf, axis=axis, keepdims=True)
+        np.divide(1, total, out=total)  # ATen multiplies by the reciprocal of the sum
+        buf *= total
     finish(out, buf)
 
 

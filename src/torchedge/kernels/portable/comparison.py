@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, can_cast, is_floating, result_type
@@ -9,7 +11,7 @@ from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.portable.elementwise import operand, store, work_buffer
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["clamp", "where", "isnan", "isinf", "keep_signed_zeros"]
+__all__ = ["clamp", "fast_clamp", "where", "isnan", "isinf", "keep_signed_zeros"]
 
 
 def _comparison_kernel(name: str, ufunc):
@@ -56,11 +58,45 @@ isnan = register_kernel("aten::isnan.out")(_float_predicate("isnan", np.isnan))
 isinf = register_kernel("aten::isinf.out")(_float_predicate("isinf", np.isinf))
 
 
+_FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+try:
+    from numpy._core.umath import clip as _clip  # the ufunc itself: np.clip adds a Python layer
+except ImportError:  # NumPy 1.x
+    from numpy.core.umath import clip as _clip
+
+
+def _plain_bound(value) -> bool:
+    return value is None or (type(value) in (int, float) and not math.isnan(value))
+
+
+def fast_clamp(self, min, max, out) -> bool:
+    """clamp of a float32/float64 array by number bounds into an out of its dtype, as one
+    ufunc pass; False (nothing written) where the general path is needed. A zero bound can
+    turn -0.0 into +0.0 in NumPy's min/max: then an input holding zeros takes the general
+    path (checked before anything is written, as out may be self's memory)."""
+    dtype = self.dtype
+    if not (dtype in _FAST_FLOATS and out.dtype == dtype and type(self) is np.ndarray
+            and _plain_bound(min) and _plain_bound(max) and (min is not None or max is not None)):
+        return False
+    if (min == 0 or max == 0) and (self == 0).any():
+        return False
+    with quiet():
+        if min is None:
+            np.minimum(self, dtype.type(max), out=out)
+        elif max is None:
+            np.maximum(self, dtype.type(min), out=out)
+        else:
+            _clip(self, dtype.type(min), dtype.type(max), out=out)
+    return True
+
+
 @register_kernel("aten::clamp.out", "aten::clamp.Tensor_out")
 def clamp(self, min, max, out):
     """``min(max(self, min), max)`` in the promoted dtype: min > max gives max, nan anywhere gives nan,
     and a zero equal to a bound keeps its own sign."""
     op = "aten::clamp.out"
+    if fast_clamp(self, min, max, out):
+        return
     check(min is not None or max is not None, op, "at least one of 'min' or 'max' must not be None")
     dtype = result_type(self, min, max)
     one_tensor_bound = (min is None or max is None) and (isinstance(min, np.ndarray) or isinstance(max, np.ndarray))
@@ -86,6 +122,14 @@ def where(condition, self, other, out):
     if out.dtype != dtype:  # cast through the promoted dtype, as ATen does
         self, other = self.astype(dtype, copy=False), other.astype(dtype, copy=False)
     condition = condition.astype(BOOL, copy=False)
+    if condition.size * 8 <= out.size and np.broadcast_shapes(condition.shape, np.shape(self), np.shape(other)) \
+            == out.shape:  # a small condition (a mask of rows): one plain copy when it is uniform
+        if not condition.any():
+            write(out, other)
+            return
+        if condition.all():
+            write(out, self)
+            return
     if np.may_share_memory(out, self) or np.may_share_memory(out, other):  # in place: no two-step copy
         write(out, np.where(condition, self, other))
         return

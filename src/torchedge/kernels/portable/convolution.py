@@ -10,7 +10,10 @@ Depthwise convolutions (one input channel per group) copy the K taps of a block 
 into a cache-sized column array and reduce it with one batched matrix-vector product per
 block. A transposed convolution is the adjoint: one GEMM with the transposed weights,
 then col2im (`scatter_taps`). Biases ride along as an extra all-ones column where the
-column matrix is built here anyway.
+column matrix is built here anyway and the weights are small (copying large weights to append
+the column costs more than adding the bias in the pass that extracts the output grid).
+Where the column matrix would be large and the weights small, each tap is instead one GEMM
+on a strided view of the input, accumulated (no im2col copy).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torchedge.kernels.registry import register_kernel
 __all__ = ["convolution", "conv_forward", "conv_transposed", "compute_dtype", "im2col", "col2im"]
 
 _OP = "aten::convolution.out"
+_BIAS_COLUMN_ELEMENTS = 1 << 16  # weights up to this size are copied with the bias as an extra column
 
 
 def compute_dtype(*tensors) -> np.dtype:
@@ -61,19 +65,24 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
         conv_forward(input, weight, bias, stride, padding, dilation, groups, out)
 
 
-def conv_forward(x, weight, bias, stride, padding, dilation, groups, out) -> None:
-    """Batched convolution of ``x`` (N, C, *S) with ``weight`` (O, C/G, *k) into ``out``."""
+def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, padding_after=None) -> None:
+    """Batched convolution of ``x`` (N, C, *S) with ``weight`` (O, C/G, *k) into ``out``.
+
+    ``padding`` zeros go before each spatial dim and, unless ``padding_after`` says otherwise,
+    as many after it."""
     n, c, o, cg = x.shape[0], x.shape[1], weight.shape[0], weight.shape[1]
     kernel = weight.shape[2:]
     check(c == cg * groups and o % groups == 0, _OP,
           f"input channels ({c}) and weight shape {list(weight.shape)} do not match groups={groups}")
-    size = tuple(windows.output_size(*args) for args in zip(x.shape[2:], kernel, stride, padding, dilation))
+    after = padding if padding_after is None else padding_after
+    size = tuple((i + p + q - d * (k - 1) - 1) // s + 1
+                 for i, k, s, p, q, d in zip(x.shape[2:], kernel, stride, padding, after, dilation))
     check(min(size) > 0, _OP, f"the kernel {list(kernel)} is larger than the padded input {list(x.shape)}")
     check(out.shape == (n, o) + size, _OP, f"out has shape {list(out.shape)}, expected {[n, o, *size]}")
     acc = compute_dtype(x, weight)
     if out.size == 0:
         return
-    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding)
+    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding) and not any(after)
     kernels = weight.reshape(groups, o // groups, -1)
     with quiet():
         if pointwise and x.dtype == acc:  # the input itself is the column matrix
@@ -82,24 +91,53 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out) -> Non
         taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
         if cg == 1 and groups == c and groups > 1:
             _depthwise(taps, weight, bias, out, acc)
+        elif cg >= 16 and taps.count > 1 and 4 * weight.size < n * c * taps.count * taps.length:
+            # Large column matrices (many positions, few weights): one GEMM per tap straight on the
+            # tap's strided view of the input, accumulated, instead of copying every tap (im2col).
+            _gemm_per_tap(taps, kernels.reshape(groups, o // groups, cg, taps.count), bias, out, acc)
         elif taps.length <= 1.25 * math.prod(size):
             # im2col over whole rows: long contiguous copies; the columns between output rows
-            # cost a little GEMM work and one extraction pass. A row of ones adds the bias.
-            depth = cg * taps.count + (bias is not None)
+            # cost a little GEMM work and one extraction pass. Small weights take the bias as an
+            # extra column (a row of ones in the columns); large ones get it in the extraction pass.
+            ones_row = bias is not None and kernels.size <= _BIAS_COLUMN_ELEMENTS
+            depth = cg * taps.count + ones_row
             columns = workspace("columns", (n, groups, depth, taps.length), acc)
             inputs = columns[:, :, :cg * taps.count].reshape(n, groups, cg, taps.count, taps.length)
             for t in range(taps.count):
                 inputs[..., t, :] = taps.flat(t).reshape(n, groups, cg, taps.length)
-            if bias is not None:
+            if ones_row:
                 columns[:, :, -1] = 1
                 kernels = np.concatenate([kernels, bias.reshape(groups, -1, 1).astype(kernels.dtype)], axis=2)
             product = workspace("product", (n * o, taps.length), acc)
             np.matmul(kernels, columns, dtype=acc, casting="unsafe",
                       out=product.reshape(n, groups, o // groups, taps.length))
-            write(out, taps.grid(product).reshape(out.shape))
+            grid = taps.grid(product).reshape(out.shape)
+            if bias is None or ones_row:
+                write(out, grid)
+            else:
+                np.add(grid, bias.reshape((-1,) + (1,) * (out.ndim - 2)), out=out, dtype=acc, casting="unsafe")
         else:
             columns = im2col(x, kernel, stride, padding, dilation, size, acc, taps)
             _gemm(kernels, columns.reshape(n, groups, -1, math.prod(size)), bias, out, acc)
+
+
+def _gemm_per_tap(taps: Taps, kernels, bias, out, acc) -> None:
+    """``out = sum over taps t of kernels[..., t] @ tap_t (+ bias)`` on whole rows: each tap's
+    (rows, length) run view is a strided matrix that BLAS reads in place."""
+    groups, og, cg, count = kernels.shape
+    n = out.shape[0]
+    per_tap = np.ascontiguousarray(np.moveaxis(kernels, 3, 0), dtype=acc)  # (taps, G, O/G, C/G)
+    shape = (n, groups, og, taps.length)
+    product, partial = workspace("product", shape, acc), workspace("blocks", shape, acc)
+    for t in range(count):
+        np.matmul(per_tap[t], taps.flat(t).reshape(n, groups, cg, taps.length), out=product if t == 0 else partial)
+        if t:
+            product += partial
+    grid = taps.grid(product.reshape(n * groups * og, taps.length)).reshape(out.shape)
+    if bias is None:
+        write(out, grid)
+    else:
+        np.add(grid, bias.reshape((-1,) + (1,) * (out.ndim - 2)), out=out, dtype=acc, casting="unsafe")
 
 
 def _gemm(kernels, columns, bias, out, acc) -> None:

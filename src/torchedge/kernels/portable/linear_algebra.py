@@ -25,6 +25,14 @@ def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, dtype) -> np.ndar
     return buf
 
 
+_F32 = np.dtype(np.float32)
+
+
+def _plain_f32(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """float32 operands and a C-contiguous float32 out: BLAS writes the product straight into it."""
+    return a.dtype == _F32 and b.dtype == _F32 and out.dtype == _F32 and out.flags.c_contiguous
+
+
 def _check_matrices(op: str, a: np.ndarray, b: np.ndarray, ndim: int) -> None:
     if a.ndim != ndim or b.ndim != ndim:
         fail(op, f"expected {ndim}-D tensors, got shapes {list(a.shape)} and {list(b.shape)}")
@@ -35,6 +43,9 @@ def _check_matrices(op: str, a: np.ndarray, b: np.ndarray, ndim: int) -> None:
 @register_kernel("aten::mm.out")
 def mm(self, mat2, out):
     _check_matrices("aten::mm.out", self, mat2, 2)
+    if _plain_f32(self, mat2, out):
+        np.matmul(self, mat2, out=out)
+        return
     finish(out, matmul_into(self, mat2, out, result_type(self, mat2)))
 
 
@@ -42,6 +53,9 @@ def mm(self, mat2, out):
 def bmm(self, mat2, out):
     _check_matrices("aten::bmm.out", self, mat2, 3)
     check(self.shape[0] == mat2.shape[0], "aten::bmm.out", f"batch sizes differ: {self.shape[0]} and {mat2.shape[0]}")
+    if _plain_f32(self, mat2, out):
+        np.matmul(self, mat2, out=out)
+        return
     finish(out, matmul_into(self, mat2, out, result_type(self, mat2)))
 
 
@@ -49,6 +63,11 @@ def bmm(self, mat2, out):
 def addmm(self, mat1, mat2, beta, alpha, out):
     """``beta * self + alpha * (mat1 @ mat2)``; with beta == 0, self is ignored (even nan)."""
     _check_matrices("aten::addmm.out", mat1, mat2, 2)
+    if beta == 1 and alpha == 1 and _plain_f32(mat1, mat2, out) and self.dtype == _F32:
+        np.matmul(mat1, mat2, out=out)
+        with quiet():
+            np.add(out, self, out=out)
+        return
     buf = matmul_into(mat1, mat2, out, result_type(mat1, mat2))
     with quiet():
         if alpha != 1:

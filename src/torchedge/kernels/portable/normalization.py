@@ -32,10 +32,15 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
         shift = -running_mean.astype(acc) * scale
         if bias is not None:
             shift += bias
-        per_channel = (channels,) + (1,) * (input.ndim - 2)
         buf = scratch(out0, acc)
-        np.multiply(input, scale.reshape(per_channel), out=buf, dtype=acc, casting="unsafe")
-        buf += shift.reshape(per_channel)
+        if input.ndim > 2 and input.flags.c_contiguous and buf.flags.c_contiguous:
+            # (N, C, positions): NumPy's inner loops then run over whole planes, not rows
+            x, target = input.reshape(input.shape[0], channels, -1), buf.reshape(input.shape[0], channels, -1)
+            per_channel = (channels, 1)
+        else:
+            x, target, per_channel = input, buf, (channels,) + (1,) * (input.ndim - 2)
+        np.multiply(x, scale.reshape(per_channel), out=target, dtype=acc, casting="unsafe")
+        target += shift.reshape(per_channel)
     finish(out0, buf)
 
 
@@ -53,17 +58,24 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     width = math.prod(normalized_shape)
     acc = accumulate_dtype(input.dtype)
     x = input.reshape(-1, width).astype(acc, copy=False)
+    # Normalise straight into out when it can hold the result (its dtype, C-contiguous, and not
+    # overlapping the input that the centring pass still reads).
+    direct = out0.dtype == acc and out0.flags.c_contiguous and not np.may_share_memory(out0, input)
     with quiet():
         mean = x.mean(axis=1, keepdims=True, dtype=acc)
-        centred = x - mean
-        variance = np.einsum("ij,ij->i", centred, centred)[:, None] / width
-        rstd = 1 / np.sqrt(variance + eps)
+        centred = np.subtract(x, mean, out=out0.reshape(x.shape) if direct else None)
+        variance = np.einsum("ij,ij->i", centred, centred)[:, None]
+        variance /= width
+        variance += eps
+        rstd = np.sqrt(variance, out=variance)
+        np.divide(1, rstd, out=rstd)
         centred *= rstd
         if weight is not None:
             centred *= weight.reshape(1, width)
         if bias is not None:
             centred += bias.reshape(1, width)
-    write(out0, centred.reshape(input.shape))
+    if not direct:
+        write(out0, centred.reshape(input.shape))
     stats_shape = rows + (1,) * k
     write(out1, mean.reshape(stats_shape))
     write(out2, rstd.reshape(stats_shape))

@@ -101,5 +101,13 @@ def constant_pad_nd(self, pad, value, out):
         first, last = max(-before, 0), size - max(-after, 0)
         source[axis] = slice(first, max(last, first))
         target[axis] = slice(max(before, 0), max(before, 0) + max(last - first, 0))
-    write(out, value)
+    if min(pad, default=0) >= 0:  # fill only the borders, then copy the input into the middle
+        for i in range(len(pad) // 2):
+            axis, before, after = self.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
+            if before:
+                write(out[_along(axis, slice(0, before))], value)
+            if after:
+                write(out[_along(axis, slice(out.shape[axis] - after, None))], value)
+    else:
+        write(out, value)
     write(out[tuple(target)], self[tuple(source)])

@@ -30,6 +30,7 @@ from torchedge.kernels.shapes import (  # noqa: F401
     normalization,
     creation,  # from sizes and numbers
     fft,
+    fused,  # torchedge's own fused operators
 )
 from torchedge.kernels.shapes.registry import has_shape_function, output_shapes, register_shape, shape_operators
 

@@ -1,0 +1,208 @@
+"""Kernels of torchedge's fused operators (``torchedge_fused::``), one call doing the work of several.
+
+The compiler chooses them ahead of time (`torchedge.exir.passes.kernel_fusion`, opt-in) where
+a chain of core ATen operators has a cheaper single kernel; the real ExecuTorch has none of
+them, so a program using them fails to load there naming the operator. Each computes what
+the chain it replaces computes, within the kernel tests' tolerances:
+
+* ``attention.out``: ``softmax(query @ key^T * scale + mask) @ value`` over the trailing two
+  dims, rows whose scores are all -inf giving zeros (ATen's ``_safe_softmax``): the math
+  decomposition of ``scaled_dot_product_attention`` without its dozen intermediate tensors.
+* ``conv_bn_act.out``: a convolution with an optional constant zero padding before it (any
+  amount per side), an optional inference batch norm folded into its weights and bias, and
+  an optional ``relu`` / ``hardtanh`` applied to the output in place.
+* ``linear_act.out``: ``input @ weight (+ bias)`` (``mm`` / ``addmm``) with ``relu``, ``gelu``
+  or ``silu`` applied to the product in place.
+
+Folded convolution weights are computed once per read-only (constant) weight array and kept
+while that array lives, as ExecuTorch's delegates prepack their weights at load time.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import numpy as np
+
+from torchedge.kernels.portable.activation import _gelu_erf_float32
+from torchedge.kernels.portable.common import check, fail, quiet, write
+from torchedge.kernels.portable.comparison import _clip
+from torchedge.kernels.portable.convolution import conv_forward
+from torchedge.kernels.portable.windows import workspace
+from torchedge.kernels.registry import register_kernel
+
+__all__ = ["NAMESPACE", "attention", "conv_bn_act", "linear_act", "ACTIVATIONS"]
+
+NAMESPACE = "torchedge_fused"
+ACTIVATIONS = ("none", "relu", "hardtanh", "gelu", "silu")
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _check_float(op: str, *arrays) -> np.dtype:
+    dtype = arrays[0].dtype
+    for a in arrays:
+        if a is not None and a.dtype != dtype:
+            fail(op, f"expects tensors of one dtype, got {a.dtype} and {dtype}")
+    if dtype not in _FLOATS:
+        fail(op, f"is implemented for float32 and float64, got {dtype}")
+    return dtype
+
+
+# -- attention ---------------------------------------------------------------------------
+
+
+@register_kernel(f"{NAMESPACE}::attention.out")
+def attention(query, key, value, mask, scale, out):
+    op = f"{NAMESPACE}::attention.out"
+    dtype = _check_float(op, query, key, value, out)
+    check(query.ndim >= 2 and key.ndim == query.ndim and value.ndim == query.ndim, op,
+          f"expects query, key and value of one rank >= 2, got {list(query.shape)}, {list(key.shape)}, "
+          f"{list(value.shape)}")
+    *batch, sq, d = query.shape
+    sk, dv = key.shape[-2], value.shape[-1]
+    check(tuple(key.shape) == (*batch, sk, d) and tuple(value.shape) == (*batch, sk, dv)
+          and tuple(out.shape) == (*batch, sq, dv), op,
+          f"shapes do not match: query {list(query.shape)}, key {list(key.shape)}, value {list(value.shape)}, "
+          f"out {list(out.shape)}")
+    if out.size == 0:
+        return
+    b = math.prod(batch)
+    scores = workspace("attention", (b, sq, sk), dtype)
+    with quiet():
+        np.matmul(query.reshape(b, sq, d), key.reshape(b, sk, d).transpose(0, 2, 1), out=scores)
+        if scale != 1:
+            scores *= dtype.type(scale)
+        if mask is not None:
+            grid = scores.reshape((*batch, sq, sk))
+            np.add(grid, mask, out=grid, dtype=dtype, casting="unsafe")
+        peak = np.maximum.reduce(scores, axis=2, keepdims=True)
+        scores -= peak
+        np.exp(scores, out=scores)
+        total = np.add.reduce(scores, axis=2, keepdims=True)
+        np.divide(1, total, out=total)  # ATen's softmax multiplies by the reciprocal of the sum
+        scores *= total
+        empty = np.isneginf(peak[..., 0])  # rows masked out entirely: zeros (safe softmax)
+        if empty.any():
+            scores[empty] = 0
+        direct = out.flags.c_contiguous
+        target = out.reshape(b, sq, dv) if direct else np.empty((b, sq, dv), dtype)
+        np.matmul(scores, value.reshape(b, sk, dv), out=target)
+    if not direct:
+        write(out, target.reshape(out.shape))
+
+
+# -- convolution + batch norm + activation -------------------------------------------------
+
+_FOLDED: dict = {}  # id(weight) -> (weakrefs of the source arrays, eps, folded weight, folded bias)
+_FOLDED_LIMIT = 4096
+
+
+def _immutable(*arrays) -> bool:
+    return all(a is None or not a.flags.writeable for a in arrays)
+
+
+def _fold_batch_norm(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype):
+    """Weights and bias of the convolution followed by the batch norm: per output channel o,
+    ``w'[o] = w[o] * scale[o]`` and ``b'[o] = (b[o] - mean[o]) * scale[o] + beta[o]`` with
+    ``scale = gamma / sqrt(var + eps)``, as ATen folds an inference batch norm."""
+    scale = np.sqrt(var.astype(dtype) + dtype.type(eps))
+    np.divide(1, scale, out=scale)
+    if bn_weight is not None:
+        scale *= bn_weight
+    shift = -mean.astype(dtype) if bias is None else bias.astype(dtype) - mean
+    shift *= scale
+    if bn_bias is not None:
+        shift += bn_bias
+    folded = weight.astype(dtype) * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
+    return folded, shift
+
+
+def _folded(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype):
+    sources = (weight, bias, bn_weight, bn_bias, mean, var)
+    if not _immutable(*sources):  # a tensor that may change between runs: fold every time
+        return _fold_batch_norm(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype)
+    key = (id(weight), id(mean), eps)
+    hit = _FOLDED.get(key)
+    if hit is not None and all((r() if r is not None else None) is a for r, a in zip(hit[0], sources)):
+        return hit[1], hit[2]
+    folded, shift = _fold_batch_norm(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype)
+    if len(_FOLDED) >= _FOLDED_LIMIT:
+        _FOLDED.clear()
+    refs = tuple(None if a is None else weakref.ref(a) for a in sources)
+    _FOLDED[key] = (refs, folded, shift)
+    weakref.finalize(weight, _FOLDED.pop, key, None)
+    return folded, shift
+
+
+def _activate(out, activation: str, low: float, high: float) -> None:
+    """Apply ``activation`` to ``out`` in place."""
+    if activation == "none":
+        return
+    with quiet():
+        if activation == "relu":
+            np.maximum(out, 0, out=out)
+        elif activation == "hardtanh":
+            _clip(out, out.dtype.type(low), out.dtype.type(high), out=out)
+        elif activation == "gelu":
+            if out.dtype == np.float32 and out.flags.c_contiguous:
+                _gelu_erf_float32(out, out)
+            else:
+                from torchedge.kernels.portable.activation import gelu
+                gelu(out.copy(), "none", out)
+        elif activation == "silu":  # x / (1 + exp(-x)), as ATen (and the silu kernel) compute it
+            denominator = np.negative(out)
+            np.exp(denominator, out=denominator)
+            denominator += 1
+            out /= denominator
+        else:
+            fail("torchedge_fused", f"unknown activation {activation!r} (expected one of {list(ACTIVATIONS)})")
+
+
+@register_kernel(f"{NAMESPACE}::conv_bn_act.out")
+def conv_bn_act(input, weight, bias, stride, padding, padding_after, dilation, groups, bn_weight, bn_bias,
+                bn_mean, bn_var, eps, activation, low, high, out):
+    """``activation(batch_norm(convolution(pad(input))))``: ``padding`` and ``padding_after`` are
+    the zeros before and after the input along each spatial dim; the batch norm is skipped
+    when ``bn_mean`` is None."""
+    op = f"{NAMESPACE}::conv_bn_act.out"
+    dtype = _check_float(op, input, weight, bias, out)
+    spatial = weight.ndim - 2
+    check(1 <= spatial <= 3 and input.ndim == spatial + 2, op,
+          f"expects a batched input and a weight of one spatial rank, got {list(input.shape)} and "
+          f"{list(weight.shape)}")
+    check(len(stride) == len(padding) == len(padding_after) == len(dilation) == spatial, op,
+          f"stride {list(stride)}, padding {list(padding)}, padding_after {list(padding_after)} and dilation "
+          f"{list(dilation)} must have {spatial} values each")
+    check(activation in ACTIVATIONS and activation not in ("gelu", "silu"), op,
+          f"activation must be 'none', 'relu' or 'hardtanh', got {activation!r}")
+    if bn_mean is not None:
+        check(bn_var is not None, op, "a batch norm needs both its running mean and variance")
+        weight, bias = _folded(weight, bias, bn_weight, bn_bias, bn_mean, bn_var, eps, dtype)
+    conv_forward(input, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups, out,
+                 padding_after=tuple(padding_after))
+    _activate(out, activation, low, high)
+
+
+# -- linear + activation -----------------------------------------------------------------------
+
+
+@register_kernel(f"{NAMESPACE}::linear_act.out")
+def linear_act(input, weight, bias, activation, out):
+    """``activation(input @ weight + bias)`` for a (M, K) input and a (K, N) weight (``addmm``'s
+    operands: the weight is already transposed)."""
+    op = f"{NAMESPACE}::linear_act.out"
+    dtype = _check_float(op, input, weight, bias, out)
+    check(input.ndim == 2 and weight.ndim == 2 and input.shape[1] == weight.shape[0]
+          and out.shape == (input.shape[0], weight.shape[1]), op,
+          f"shapes {list(input.shape)} @ {list(weight.shape)} do not give out's {list(out.shape)}")
+    check(activation in ACTIVATIONS and activation != "hardtanh", op,
+          f"activation must be 'none', 'relu', 'gelu' or 'silu', got {activation!r}")
+    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
+    np.matmul(input, weight, out=target)
+    with quiet():
+        if bias is not None:
+            np.add(target, bias, out=target)
+    _activate(target, activation, 0.0, 0.0)
+    if target is not out:
+        write(out, target)

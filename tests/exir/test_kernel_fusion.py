@@ -1,0 +1,170 @@
+"""`FuseKernelsPass`: operator chains become torchedge's fused kernels, opt-in, with eager's results."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tests.conftest import assert_matches, torch_outputs
+from torchedge.errors import ExportError
+from torchedge.exir import to_edge
+from torchedge.exir.config import ExecutorchBackendConfig
+from torchedge.exir.passes.kernel_fusion import FuseKernelsPass, fusion_passes
+from torchedge.runtime import Runtime
+
+
+class Attention(nn.Module):
+    def __init__(self, causal=False, mask=False):
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+        self.causal, self.mask = causal, mask
+        self.register_buffer("bias", torch.randn(1, 1, 10, 10))
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(1, 10, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.bias if self.mask else None,
+                                                       is_causal=self.causal)
+        return y.transpose(1, 2).reshape(1, 10, 32)
+
+
+class ConvBlock(nn.Module):
+    """TF-style "same" padding (more zeros after than before), conv, batch norm, relu6; then a plain
+    conv with bias and relu, and one with nothing after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, stride=2, bias=False), nn.BatchNorm2d(8)
+        self.depthwise, self.bn2 = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8)
+        self.conv3 = nn.Conv2d(8, 16, 1)
+        self.conv4 = nn.Conv2d(16, 4, 3)
+        for bn in (self.bn1, self.bn2):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 1.5)
+            bn.weight.data.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        x = nn.functional.relu6(self.bn1(self.conv1(nn.functional.pad(x, (0, 1, 0, 1)))))
+        x = nn.functional.relu6(self.bn2(self.depthwise(x)))
+        return self.conv4(torch.relu(self.conv3(x)))
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.down, self.gate = nn.Linear(16, 64), nn.Linear(64, 16), nn.Linear(16, 64, bias=False)
+
+    def forward(self, x):
+        return self.down(nn.functional.gelu(self.up(x))) + self.down(nn.functional.silu(self.gate(x)))
+
+
+def _compile(model, inputs, config=None):
+    return to_edge(torch.export.export(model.eval(), inputs)).to_executorch(config)
+
+
+def _fused_ops(program) -> collections.Counter:
+    return collections.Counter(n.target.name() for n in program.graph_module().graph.nodes
+                               if n.op == "call_function" and "torchedge_fused" in str(n.target))
+
+
+def _run(program, inputs):
+    return Runtime.get().load_program(program.buffer).load_method("forward").execute([i.numpy() for i in inputs])
+
+
+CASES = {
+    "attention": (lambda: Attention(), "torchedge_fused::attention.out", 1),
+    "attention-causal": (lambda: Attention(causal=True), "torchedge_fused::attention.out", 1),
+    "attention-mask": (lambda: Attention(mask=True), "torchedge_fused::attention.out", 1),
+    "conv": (lambda: ConvBlock(), "torchedge_fused::conv_bn_act.out", 3),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fused_program_matches_eager(name):
+    torch.manual_seed(0)
+    factory, op, count = CASES[name]
+    model = factory().eval()
+    inputs = (torch.randn(1, 10, 32),) if name.startswith("attention") else (torch.randn(2, 3, 16, 16),)
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    assert _fused_ops(program) == {op: count}
+    assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
+
+
+def test_linear_fusion_is_opt_in():
+    torch.manual_seed(0)
+    model, inputs = Mlp().eval(), (torch.randn(5, 16),)
+    assert not _fused_ops(_compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()])))
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass(linear=True)]))
+    assert _fused_ops(program) == {"torchedge_fused::linear_act.out": 2}  # gelu, and silu as x * sigmoid(x)
+    assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
+
+
+def test_builtin_cnn_fuses_every_convolution():
+    from torchedge.models import load_model
+
+    model, inputs = load_model("cnn")
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    assert _fused_ops(program) == {"torchedge_fused::conv_bn_act.out": 2}
+    ops = {n.target for n in program.graph_module().graph.nodes if n.op == "call_function"}
+    assert torch.ops.aten._native_batch_norm_legit_no_training.out not in ops and torch.ops.aten.relu.out not in ops
+    assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
+
+
+def test_default_programs_keep_executorch_operators():
+    """Without the pass (the default), nothing is fused: programs stay loadable on ExecuTorch."""
+    torch.manual_seed(0)
+    assert not _fused_ops(_compile(ConvBlock(), (torch.randn(1, 3, 16, 16),)))
+    config = ExecutorchBackendConfig()
+    assert fusion_passes(config) == []
+    config.fuse_kernels = True  # the flag `to_executorch` reads (a field of the config, when it has one)
+    assert [type(p) for p in fusion_passes(config)] == [FuseKernelsPass]
+    config.kernel_set = ["aten::convolution.out"]  # another runtime's kernels: never fused
+    assert fusion_passes(config) == []
+
+
+def test_fused_operator_missing_from_target_kernel_set_fails_by_name():
+    from torchedge.kernels.registry import registered_operators
+
+    torch.manual_seed(0)
+    executorch_like = [op for op in registered_operators() if not op.startswith("torchedge_fused::")]
+    config = ExecutorchBackendConfig(passes=[FuseKernelsPass()], kernel_set=executorch_like)
+    with pytest.raises(ExportError, match="torchedge_fused::conv_bn_act.out"):
+        _compile(ConvBlock(), (torch.randn(1, 3, 16, 16),), config)
+
+
+def test_unfusable_chains_are_left_alone():
+    """A batch norm whose output is used twice folds into the convolution, its relu stays apart."""
+
+    class Shared(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            y = self.bn(self.conv(x))
+            return torch.relu(y) + y
+
+    torch.manual_seed(0)
+    model, inputs = Shared().eval(), (torch.randn(1, 3, 8, 8),)
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    assert _fused_ops(program) == {"torchedge_fused::conv_bn_act.out": 1}  # the batch norm folds, relu stays
+    assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
+    # float16 attention: PyTorch's math decomposition computes it in float32, and so does the fused kernel
+    half, inputs = Attention().half().eval(), (torch.randn(1, 10, 32, dtype=torch.float16),)
+    program = _compile(half, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    assert_matches(_run(program, inputs), torch_outputs(half, inputs), tol=2e-3)
+
+
+def test_fused_operators_have_functional_and_out_schemas():
+    from torchedge.exir.passes.kernel_fusion import fused_ops
+
+    ops = fused_ops()
+    q, k, v = (torch.randn(2, 5, 4) for _ in range(3))
+    ref = torch.softmax(q @ k.transpose(-1, -2) * 0.5, -1) @ v
+    np.testing.assert_allclose(ops["attention"](q, k, v, None, 0.5).numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    out = torch.empty(2, 5, 4)
+    torch.ops.torchedge_fused.attention.out(q, k, v, None, 0.5, out=out)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
