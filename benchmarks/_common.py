@@ -5,6 +5,8 @@ Timing itself lives in `torchedge.devtools.timing` (also behind `torchedge bench
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 
 # Start every native library at one thread before any of them starts its pool; a benchmark that
@@ -23,6 +25,32 @@ def interleaved_seconds(fns: dict, rounds: int, batch_seconds: float = 0.005) ->
     """Median seconds per call of each function, timed in alternating rounds of batches of calls
     (see `time_calls`)."""
     return {name: t.p50 for name, t in time_calls(fns, rounds, batch_seconds=batch_seconds).items()}
+
+
+def _spin(stop) -> None:
+    x = 0
+    while not stop.is_set():
+        for _ in range(100_000):
+            x += 1
+
+
+@contextlib.contextmanager
+def background_load(processes: int):
+    """Keep ``processes`` other processes busy (pure Python loops) while the block runs: the
+    benchmark then measures a machine loaded by someone else."""
+    if processes <= 0:
+        yield
+        return
+    stop = multiprocessing.Event()
+    workers = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(processes)]
+    for w in workers:
+        w.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
 
 
 def print_table(headers: list[str], rows: list[list]) -> None:

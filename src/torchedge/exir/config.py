@@ -16,7 +16,8 @@ class EdgeCompileConfig:
 
     ``_check_ir_validity`` keeps ExecuTorch's spelling so that user scripts port unchanged.
     ``fold_constants`` evaluates subgraphs that depend only on weights and literals
-    at compile time (for example weight transposes) and stores their results.
+    at compile time (for example weight transposes) and stores their results; inference
+    batch norms after a convolution and even zero padding before it fold into it first.
     """
 
     _check_ir_validity: bool = True

@@ -23,7 +23,8 @@ from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.memory_planning.planning_pass import assign_specs
-from torchedge.exir.passes.constant_folding import fold_constants
+from torchedge.exir.passes.constant_folding import constant_input_names, fold_constants
+from torchedge.exir.passes.conv_folding import fold_into_convolutions
 from torchedge.exir.passes.debug_handles import DebugHandlePass
 from torchedge.exir.passes.kernel_fusion import fusion_passes
 from torchedge.exir.passes.dense_outputs import DenseOutputsPass
@@ -64,7 +65,9 @@ def _to_edge_program(ep: ExportedProgram, config: EdgeCompileConfig) -> Exported
     if config._check_ir_validity:
         verify_aten(edge.graph_module)
     run_passes(edge.graph_module, [p() for p in EDGE_PASSES])
-    edge = fold_constants(edge) if config.fold_constants else edge
+    if config.fold_constants:
+        fold_into_convolutions(edge.graph_module, constant_input_names(edge))
+        edge = fold_constants(edge)
     if config._check_ir_validity:
         verify_edge(edge.graph_module)
     return edge

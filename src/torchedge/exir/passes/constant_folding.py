@@ -29,7 +29,7 @@ from torchedge.exir.dialects.quantized import is_dequantize
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.mutable_state import mutable_buffers
 
-__all__ = ["fold_constants", "drop_unused_constants", "ConstantContents"]
+__all__ = ["fold_constants", "drop_unused_constants", "constant_input_names", "ConstantContents"]
 
 # A folded result may be larger than the constants it came from (an expand, a
 # mask built from nothing) only up to this size, so that folding never bloats
@@ -57,6 +57,11 @@ def _constant_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
             if name not in state:
                 values[name] = ep.state_dict[fqn] if fqn in ep.state_dict else ep.constants[fqn]
     return values
+
+
+def constant_input_names(ep: ExportedProgram) -> set[str]:
+    """The placeholders that hold weights: parameters, buffers and lifted constants, not state."""
+    return set(_constant_inputs(ep))
 
 
 class ConstantContents:
