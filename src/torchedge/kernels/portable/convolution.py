@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from torchedge.kernels.dtypes import accumulate_dtype, category, result_type
+from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, result_type
 from torchedge.kernels.portable import windows
 from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, scatter_taps, workspace
@@ -59,6 +59,9 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
         dtype = result_type(input, weight)
         check(category(dtype) >= 2 or dtype == np.int64, _OP,
               f"transposed convolution is not implemented for {dtype} (as in ATen)")
+        if bias is not None:  # added in place, as in ATen
+            check(can_cast(bias.dtype, dtype), _OP, f"a {bias.dtype} bias can't be added to a {dtype} transposed "
+                                                    f"convolution (as in ATen)")
         conv_transposed(input, weight, bias, stride, padding, dilation,
                         pair(output_padding, spatial, "output_padding", _OP), groups, out)
     else:
@@ -85,6 +88,7 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
     pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding) and not any(after)
     kernels = weight.reshape(groups, o // groups, -1)
     with quiet():
+        bias = _bias(bias, out.dtype, acc)
         if pointwise and x.dtype == acc:  # the input itself is the column matrix
             _gemm(kernels, x.reshape(n, groups, cg, -1), bias, out, acc)
             return
@@ -119,6 +123,17 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
         else:
             columns = im2col(x, kernel, stride, padding, dilation, size, acc, taps)
             _gemm(kernels, columns.reshape(n, groups, -1, math.prod(size)), bias, out, acc)
+
+
+def _bias(bias, dtype, acc):
+    """``bias`` as ATen adds it to an integer convolution: a floating (or complex) bias is
+    first cast to the output ``dtype`` (its real part truncated, via int64 for uint8 and int64
+    as in c10's casts, else via int32), so only integers are added. Other biases are
+    returned unchanged."""
+    if bias is None or category(acc) >= 2 or category(bias.dtype) < 2:
+        return bias
+    via = np.int64 if dtype in (np.int64, np.uint8) else np.int32
+    return np.real(bias).astype(via).astype(acc)
 
 
 def _gemm_per_tap(taps: Taps, kernels, bias, out, acc) -> None:

@@ -5,7 +5,10 @@ positions with fixed weights, computed exactly as ATen's ``UpSample.h`` computes
 (float32 index arithmetic for nearest, the op-math type for the interpolating modes). A
 nearest resize takes one gather per dim; an interpolating one weights one dim at a time
 (a GEMM by the interpolation matrix for short dims, else gathers) in float32 (float64 for
-float64 inputs) and rounds once.
+float64 inputs) and rounds once. uint8 images take ATen's fixed-point path instead (bilinear
+and bicubic 2-D only): int16 weights, the last dim first, each resized dim rounded to uint8.
+(ATen's generic uint8 fallback, taken for more than 4 channels on AVX2 CPUs and always
+without AVX2, repeats the first row where the output width is 1; this follows its AVX2 kernel.)
 """
 
 from __future__ import annotations
@@ -82,6 +85,57 @@ def cubic_taps(in_size: int, out_size: int, align_corners: bool, scale, dtype):
     return [np.clip(start + k, 0, in_size - 1) for k in range(4)], cubic_weights(t)
 
 
+def _linear_filter(x: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(x) < 1, 1 - np.abs(x), 0.0)
+
+
+def _cubic_filter(x: np.ndarray, a: float = -0.75) -> np.ndarray:
+    x = np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def _int16_taps(in_size: int, out_size: int, align_corners: bool, scale, cubic: bool):
+    """ATen's uint8 taps along one dim (``_compute_index_ranges_int16_weights``, no antialias):
+    each output's first input index, its (out_size, 2 or 4) int16 weights (zero past the
+    input's end; taps before its start are folded into the first) and their precision in bits."""
+    taps = 4 if cubic else 2
+    support = taps // 2
+    f64 = np.dtype(np.float64)
+    ratio = source_scale(in_size, out_size, align_corners, scale, f64)
+    i = np.arange(out_size, dtype=f64)
+    real = ratio * i if align_corners else ratio * (i + 0.5) - 0.5
+    if not (cubic or align_corners):
+        real = np.maximum(real, 0)
+    index = np.minimum(np.floor(real.astype(np.float32)).astype(np.int64), in_size - 1)  # ATen's floorf
+    fraction = np.clip(real - index, 0, 1)
+    low = index - support + 1
+    start = np.maximum(low, 0)
+    count = np.clip(np.minimum(index + support + 1, in_size) - start, 0, taps)
+    weights, rows, slot, peak = np.zeros((out_size, taps)), np.arange(out_size), np.zeros(out_size, np.int64), 0.0
+    for j in range(taps):  # ATen's accumulation, including the running maximum that sets the precision
+        slot = np.where(low + j <= 0, 0, np.where(low + j >= in_size - 1, count - 1, slot))
+        weights[rows, slot] += (_cubic_filter if cubic else _linear_filter)(j + 1 - support - fraction)
+        peak = max(peak, weights[rows, slot].max())
+        slot = slot + 1
+    precision = next((p for p in range(22) if int(0.5 + peak * (1 << (p + 1))) >= 1 << 15), 22)
+    weights[np.arange(taps) >= count[:, None]] = 0
+    scaled = weights * (1 << precision)
+    return start, np.trunc(scaled + np.where(scaled < 0, -0.5, 0.5)).astype(np.int32), precision
+
+
+def _resample_uint8(x: np.ndarray, axis: int, size: int, align_corners: bool, scale, cubic: bool) -> np.ndarray:
+    """One resized dim of a uint8 array in ATen's fixed-point arithmetic, rounded to uint8."""
+    start, weights, precision = _int16_taps(x.shape[axis], size, align_corners, scale, cubic)
+    shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+    total = np.int32(1 << (precision - 1))
+    for j in range(weights.shape[1]):
+        index = np.minimum(start + j, x.shape[axis] - 1)
+        total = total + np.take(x, index, axis=axis).astype(np.int32) * weights[:, j].reshape(shape)
+    return np.clip(total >> precision, 0, 255).astype(np.uint8)
+
+
 def _sizes(op, x, dims, output_size, scales):
     """Output sizes from ``output_size`` or, without it, ``floor(size * scale)``."""
     spatial = x.shape[-dims:]
@@ -110,8 +164,16 @@ def _resize(op, mode, dims, x, size, align_corners, scales, out):
                 result = np.take(result, taken, axis=x.ndim - dims + d)
         write(out, result)
         return
-    check(category(x.dtype) >= 2 or x.dtype == np.uint8, op, f"{mode} upsampling is not implemented for {x.dtype}")
-    acc = accumulate_dtype(x.dtype) if category(x.dtype) >= 2 else np.dtype(np.float32)
+    check(category(x.dtype) >= 2 or (x.dtype == np.uint8 and dims == 2), op,
+          f"{mode} upsampling is not implemented for {x.dtype} (as in ATen)")
+    if x.dtype == np.uint8:
+        result = x
+        for d in reversed(range(dims)):  # the last (contiguous) dim first, as in ATen
+            if size[d] != spatial[d]:
+                result = _resample_uint8(result, x.ndim - dims + d, size[d], align_corners, scales[d], mode == "cubic")
+        write(out, result)
+        return
+    acc = accumulate_dtype(x.dtype)
     result = x.astype(acc, copy=False)
     with quiet():
         for d in range(dims):
@@ -131,8 +193,6 @@ def _resize(op, mode, dims, x, size, align_corners, scales, out):
             for index, weight in zip(indices[1:], weights[1:]):
                 total += np.take(result, index, axis=axis) * weight.reshape(shape)
             result = total
-        if x.dtype == np.uint8:  # rounded to nearest (ATen's fixed-point path can differ by 1)
-            result = np.clip(np.rint(result), 0, 255)
     write(out, result)
 
 
