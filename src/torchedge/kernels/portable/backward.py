@@ -2,9 +2,13 @@
 
 Each gradient is the adjoint of its forward kernel, built from the same pieces: the
 input gradient of a convolution is a transposed convolution (and the other way round),
-weight gradients are one GEMM against the im2col columns, pooling gradients scatter the
-output gradient back over the windows (`scatter_taps`), adaptive pooling multiplies by
-the transposed averaging matrices.
+weight gradients are one GEMM against the im2col columns. Average pooling gradients give
+every input position the shares of the windows covering it: scattered tap by tap
+(`scatter_taps`) over the taps that reach the input when they are few, as the forward
+sums them; otherwise one dim at a time, where the windows covering a position are a
+contiguous range of them (`range_sums`). Adaptive pooling multiplies by the transposed
+averaging matrices when small, and sums ranges otherwise. Either way a gradient costs
+what its input and output sizes justify, whatever the kernel size, stride or padding.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col
-from torchedge.kernels.portable.pooling import (averaging_matrix, batched, pool_divisors, pool_geometry,
-                                                register_dims, separable_matmul)
+from torchedge.kernels.portable.pooling import (adaptive_bounds, averaging_matrix, batched, map_dims, matmul_along,
+                                                pool_divisors, pool_geometry, pool_windows, range_sums, register_dims,
+                                                shrinking_first, small_matrix)
 from torchedge.kernels.portable.windows import scatter_taps
 from torchedge.kernels.registry import register_kernel
 
@@ -81,8 +86,33 @@ def avg_pool_backward(op, dims, grad_output, self, kernel_size, stride, padding,
     with quiet():
         g = grad_output.reshape((-1,) + size).astype(acc)
         share = np.abs(g) // divisor * np.sign(g) if integral else g / np.asarray(divisor, acc)
-        total = scatter_taps(lambda t: share, x.shape[2:], kernel, stride, padding, (1,) * dims, acc)
+        total = _spread(share, pool_windows(x.shape[2:], kernel, stride, padding, (1,) * dims, size), acc)
     write(grad_input, total.reshape(grad_input.shape))
+
+
+def _spread(share: np.ndarray, windows, dtype) -> np.ndarray:
+    """Adjoint of the window sums: (rows, *out_size) shares -> (rows, *spatial) sums over the
+    windows covering each input position (a `scatter_taps` workspace view where it can)."""
+    spatial = tuple(a.size for a in windows.axes)
+    direct = windows.direct
+    if direct is None:
+        ranges = [_covering(a.start + a.lo, a.start + a.hi, a.size) for a in windows.axes]
+        return map_dims(share, lambda d, y: range_sums(y, *ranges[d]), shrinking_first(share.shape[1:], spatial))
+    cropped = tuple(n - c.start for n, c in zip(spatial, direct.crop))
+    total = scatter_taps(lambda t: share, cropped, direct.kernel, direct.stride, direct.padding, direct.dilation,
+                         dtype)
+    if cropped == spatial:
+        return total
+    full = np.zeros(share.shape[:1] + spatial, dtype)
+    full[(slice(None),) + direct.crop] = total
+    return full
+
+
+def _covering(first: np.ndarray, stop: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi): input position i lies in the windows lo[i] .. hi[i] - 1 of those spanning
+    [first, stop), whose bounds never decrease."""
+    i = np.arange(size)
+    return np.searchsorted(stop, i, "right"), np.searchsorted(first, i, "right")
 
 
 def max_pool_backward(op, dims, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices,
@@ -102,13 +132,24 @@ def max_pool_backward(op, dims, grad_output, self, kernel_size, stride, padding,
 
 
 def adaptive_avg_pool_backward(op, dims, grad_output, self, out):
-    """The output gradient times the transposed averaging matrices, one per dim."""
+    """The adjoint of adaptive averaging, one dim at a time."""
     x, grad_output, out = batched(op, self, dims, grad_output, out)
     check(category(x.dtype) >= 2, op, f"adaptive average pooling is not implemented for {x.dtype}")
-    acc = accumulate_dtype(x.dtype)
-    matrices = [averaging_matrix(n, o, acc).T for n, o in zip(x.shape[2:], grad_output.shape[2:])]
+    spatial, size = x.shape[2:], grad_output.shape[2:]
+    g = grad_output.reshape((-1,) + size).astype(accumulate_dtype(x.dtype), copy=False)
     with quiet():
-        write(out, separable_matmul(grad_output.astype(acc, copy=False), matrices))
+        total = map_dims(g, lambda d, y: _adaptive_spread(y, spatial[d]), shrinking_first(size, spatial))
+    write(out, total.reshape(out.shape))
+
+
+def _adaptive_spread(g: np.ndarray, size: int) -> np.ndarray:
+    """(pre, out_size, post) -> (pre, size, post): each input position sums the gradients of
+    the adaptive windows covering it, divided by their lengths."""
+    out_size = g.shape[1]
+    if small_matrix(size, out_size):
+        return matmul_along(g, averaging_matrix(size, out_size, g.dtype).T, 1)
+    start, stop = adaptive_bounds(size, out_size)
+    return range_sums(g / (stop - start).astype(g.dtype)[:, None], *_covering(start, stop, size))
 
 
 for _dims in (2, 3):

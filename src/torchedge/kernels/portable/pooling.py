@@ -14,8 +14,11 @@ channel. Two ways to reduce the windows:
   length: every window is a suffix of one block followed by a prefix of the next, both read
   from two running reductions, so a dim costs time linear in its input and output.
 
-Adaptive windows are averaged one dim at a time: by a matrix when it is small, otherwise by
-one ``np.add.reduceat`` over their bounds (they overlap by at most one element).
+Adaptive windows are averaged one dim at a time (the dims that shrink first, so that no
+intermediate outgrows the input and output): by a matrix when it is small, otherwise by one
+``np.add.reduceat`` over their bounds (they overlap by at most one element).
+
+`range_sums` (contiguous ranges in blocks) and `pool_windows` also serve the backward kernels.
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.windows import Taps, output_size, rows_view, workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["max_pool_with_indices", "avg_pool", "adaptive_avg_pool", "pool_geometry", "averaging_matrix",
-           "pool_divisors", "separable_matmul", "matmul_along", "batched", "register_dims", "check_nonempty",
-           "check_window_fits"]
+__all__ = ["max_pool_with_indices", "avg_pool", "adaptive_avg_pool", "pool_geometry", "pool_windows",
+           "averaging_matrix", "small_matrix", "adaptive_bounds", "pool_divisors", "matmul_along", "range_sums",
+           "map_dims", "shrinking_first", "batched", "register_dims", "check_nonempty", "check_window_fits"]
 
 # Windows reaching at most this many taps of the input are reduced tap by tap, when the
 # padded layout of `Taps` holds at most `_DIRECT_LAYOUT` times the input and output elements.
@@ -141,7 +144,7 @@ class _Windows:
 
 
 @functools.lru_cache(maxsize=256)
-def _windows(spatial: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, size: tuple) -> _Windows:
+def pool_windows(spatial: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, size: tuple) -> _Windows:
     axes = tuple(_axis(*args) for args in zip(spatial, kernel, stride, padding, dilation, size))
     return _Windows(axes, _direct(axes))
 
@@ -335,6 +338,14 @@ def _sum_blocks(x: np.ndarray, axis: _Axis) -> tuple[np.ndarray, None]:
     return _at(suffix, blocks.left, blocks.block) + _at(prefix, blocks.right, blocks.block), None
 
 
+def range_sums(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(pre, n, post) -> (pre, len(lo), post) sums of ``x[:, lo[i]:hi[i]]`` (zero where empty), in
+    blocks: time linear in n and len(lo) however long the ranges."""
+    lengths = np.maximum(hi - lo, 0)
+    axis = _Axis(x.shape[1], max(int(lengths.max()), 1), 1, 1, lo, np.zeros_like(lo), lengths)
+    return _sum_blocks(x, axis)[0]
+
+
 def _max_blocks(x: np.ndarray, axis: _Axis, rule: _MaxRule) -> tuple[np.ndarray, np.ndarray]:
     """(pre, n, post) -> window maxima and the input positions (along the dim) they come from:
     the prefix scan remembers the last tap it took, the suffix scan the first tap it keeps, and
@@ -411,7 +422,7 @@ def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation
     acc = accumulate_dtype(x.dtype)
     floating = category(acc) >= 2
     rule = _MaxRule(-np.inf if floating else np.iinfo(acc).min, floating and bool(np.isnan(x).any()))
-    windows = _windows(x.shape[2:], kernel, stride, padding, dilation, size)
+    windows = pool_windows(x.shape[2:], kernel, stride, padding, dilation, size)
     with quiet():
         if windows.direct is not None:
             _max_direct(x, windows.direct, rule, windows.first, acc, out, indices)
@@ -446,7 +457,7 @@ def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_incl
         else:
             np.divide(sums, divisor, out=result)
 
-    windows = _windows(x.shape[2:], kernel, stride, padding, (1,) * dims, size)
+    windows = pool_windows(x.shape[2:], kernel, stride, padding, (1,) * dims, size)
     with quiet():
         if windows.direct is not None:
             _sum_direct(x, windows.direct, acc, divide, out)
@@ -480,40 +491,54 @@ def adaptive_avg_pool(op, dims, self, output_size, out):
           f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
     if out.size == 0:
         return
+    rows = x.reshape((-1,) + x.shape[2:]).astype(accumulate_dtype(x.dtype), copy=False)
     with quiet():
-        means, _ = _reduce(x.reshape((-1,) + x.shape[2:]).astype(accumulate_dtype(x.dtype), copy=False), list(size),
-                           _adaptive_mean_along)
+        means = map_dims(rows, lambda d, y: _adaptive_mean_along(y, size[d]), shrinking_first(x.shape[2:], size))
     write(out, means.reshape(out.shape))
 
 
-def _adaptive_bounds(size: int, out_size: int) -> np.ndarray:
+def map_dims(x: np.ndarray, along, order) -> np.ndarray:
+    """(rows, *spatial) ``x`` with each spatial dim d, in ``order``, replaced by dim 1 of
+    ``along(d, (pre, n, post) view of x)``."""
+    for d in order:
+        shape = x.shape
+        result = along(d, x.reshape(math.prod(shape[:d + 1]), shape[d + 1], math.prod(shape[d + 2:])))
+        x = result.reshape(shape[:d + 1] + (result.shape[1],) + shape[d + 2:])
+    return x
+
+
+def shrinking_first(size, out_size) -> list:
+    """The dims that shrink from ``size`` to ``out_size``, the last first, then those that grow, the
+    first first: mapped in this order, no intermediate is larger than both the input and the output."""
+    dims = range(len(size))
+    return [d for d in reversed(dims) if out_size[d] <= size[d]] + [d for d in dims if out_size[d] > size[d]]
+
+
+def adaptive_bounds(size: int, out_size: int) -> np.ndarray:
     """(2, out_size): the start and stop of each adaptive window."""
     i = np.arange(out_size)
     return np.stack([i * size // out_size, -((-(i + 1) * size) // out_size)])
 
 
-def _adaptive_mean_along(x: np.ndarray, out_size: int) -> tuple[np.ndarray, None]:
+def _adaptive_mean_along(x: np.ndarray, out_size: int) -> np.ndarray:
     """(pre, n, post) -> (pre, out_size, post) means of the adaptive windows. A small
     (out_size, n) averaging matrix is one GEMM; otherwise `np.add.reduceat` over the
     interleaved bounds (what lies between a window's stop and the next start, one element
     where they overlap, is dropped). Those stops fall inside the input unless there are more
     windows than inputs; then a padding zero holds the last one."""
     n = x.shape[1]
-    if n * out_size <= _ADAPTIVE_MATRIX * (n + out_size):
-        return matmul_along(x, averaging_matrix(n, out_size, x.dtype), 1), None
-    start, stop = _adaptive_bounds(n, out_size)
+    if small_matrix(n, out_size):
+        return matmul_along(x, averaging_matrix(n, out_size, x.dtype), 1)
+    start, stop = adaptive_bounds(n, out_size)
     if out_size > n:
         x = np.concatenate([x, np.zeros_like(x[:, :1])], axis=1)
     sums = np.add.reduceat(x, np.stack([start, stop], 1).reshape(-1)[:-1], axis=1)[:, ::2]
-    return np.divide(sums, (stop - start).astype(x.dtype)[:, None], out=sums), None
+    return np.divide(sums, (stop - start).astype(x.dtype)[:, None], out=sums)
 
 
-def separable_matmul(x: np.ndarray, matrices: list) -> np.ndarray:
-    """``x`` with its trailing dims multiplied by one matrix each: dim -k by ``matrices[-k]``
-    (an (out_size, size) matrix), e.g. ``A @ x @ B.T`` for two dims."""
-    for d, matrix in enumerate(matrices):
-        x = matmul_along(x, matrix, x.ndim - len(matrices) + d)
-    return x
+def small_matrix(size: int, out_size: int) -> bool:
+    """Whether the (out_size, size) averaging matrix is small enough to multiply by."""
+    return size * out_size <= _ADAPTIVE_MATRIX * (size + out_size)
 
 
 def matmul_along(x: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
@@ -527,7 +552,7 @@ def matmul_along(x: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def averaging_matrix(size: int, out_size: int, dtype) -> np.ndarray:
     """(out_size, size) matrix whose row i averages the inputs of adaptive window i (read-only)."""
-    start, end = _adaptive_bounds(size, out_size)
+    start, end = adaptive_bounds(size, out_size)
     j = np.arange(size)
     inside = (j >= start[:, None]) & (j < end[:, None])
     matrix = (inside / (end - start)[:, None]).astype(dtype)

@@ -182,16 +182,25 @@ class Taps:
 def scatter_taps(planes, size, kernel, stride, padding, dilation, dtype) -> np.ndarray:
     """Adjoint of `Taps`: a zeroed (rows, *size) array plus, for each tap t, ``planes(t)``
     (rows, *grid) added at the input positions ``grid * stride - padding + t * dilation``
-    (positions in the padding are dropped). The result is a `workspace` view: copy it out
-    before the next call."""
+    (positions in the padding are dropped before anything is added, so the padding costs
+    nothing). The result is a `workspace` array: copy it out before the next call."""
     first = planes(0)
     grid = first.shape[1:]
-    extent = tuple(max((g - 1) * s + d * (k - 1) + 1, n + p) for g, s, d, k, n, p in
-                   zip(grid, stride, dilation, kernel, size, padding))
-    total = workspace("scatter", (first.shape[0],) + extent, dtype)
+    total = workspace("scatter", (first.shape[0],) + tuple(size), dtype)
     total.fill(0)
     for t, tap in enumerate(itertools.product(*(range(k) for k in kernel))):
-        plane = first if t == 0 else planes(t)
-        index = tuple(slice(i * d, i * d + (g - 1) * s + 1, s) for i, d, g, s in zip(tap, dilation, grid, stride))
-        total[(slice(None),) + index] += plane
-    return total[(slice(None),) + tuple(slice(p, p + n) for p, n in zip(padding, size))]
+        spans = [_inside(i * d - p, g, s, n) for i, d, p, g, s, n in zip(tap, dilation, padding, grid, stride, size)]
+        if all(lo < hi for lo, hi, _ in spans):
+            plane = first if t == 0 else planes(t)
+            target = tuple(slice(at, at + (hi - lo - 1) * s + 1, s) for (lo, hi, at), s in zip(spans, stride))
+            source = tuple(slice(lo, hi) for lo, hi, _ in spans)
+            total[(slice(None),) + target] += plane[(slice(None),) + source]
+    return total
+
+
+def _inside(offset: int, grid: int, stride: int, size: int) -> tuple[int, int, int]:
+    """(lo, hi, at): the grid positions g in [lo, hi) put ``g * stride + offset`` inside
+    [0, size), the first of them at ``at``."""
+    lo = min(grid, max(0, -(offset // stride)))
+    hi = max(lo, min(grid, -(-(size - offset) // stride)))
+    return lo, hi, lo * stride + offset
