@@ -1,7 +1,8 @@
 """The public pipeline: `to_edge` -> `EdgeProgramManager` -> `ExecutorchProgramManager`.
 
-The passes each stage runs are listed, in order, in `EDGE_PASSES` and in
-`EdgeProgramManager.to_executorch`.
+What runs on each method, in order, is declared in `torchedge.exir.pipeline` (`EDGE_STAGES`,
+`EXECUTORCH_STAGES`); this module adds what spans methods: delegation, shared state, emission
+and serialisation.
 """
 
 from __future__ import annotations
@@ -17,28 +18,17 @@ from torch.export import ExportedProgram
 from torchedge.errors import ExportError
 from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
-from torchedge.exir.symbolic import upper_bound_shape
-from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
-from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.emit.delegates import DelegateTable
-from torchedge.exir.memory_planning.planning_pass import assign_specs
-from torchedge.exir.passes.constant_folding import constant_input_names, fold_constants
-from torchedge.exir.passes.conv_folding import fold_into_convolutions
-from torchedge.exir.passes.debug_handles import DebugHandlePass
-from torchedge.exir.passes.kernel_fusion import fusion_passes
-from torchedge.exir.passes.dense_outputs import DenseOutputsPass
-from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations, mutable_buffers
-from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
-from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
+from torchedge.exir.passes import run_passes
+from torchedge.exir.passes.mutable_state import mutable_buffers
+from torchedge.exir.pipeline import EDGE_STAGES, EXECUTORCH_STAGES, MethodState, Stage, run_stages
+from torchedge.exir.verification import verify_edge
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
 
 __all__ = ["to_edge", "to_edge_transform_and_lower", "EdgeProgramManager", "ExecutorchProgramManager",
            "MethodPlanSummary"]
-
-# ATen dialect -> Edge dialect, after core-ATen decomposition.
-EDGE_PASSES = (RemoveAssertsPass, ViewToCopyPass, DenseOutputsPass, ScalarToTensorPass, DebugHandlePass)
 
 
 def _as_method_dict(programs) -> dict[str, ExportedProgram]:
@@ -50,34 +40,12 @@ def _as_method_dict(programs) -> dict[str, ExportedProgram]:
                       f"got {type(programs).__name__}")
 
 
-def _check_bounded_inputs(ep: ExportedProgram) -> None:
-    """Dynamic input dimensions need a maximum: memory is planned for it."""
-    for node in ep.graph.nodes:
-        val = node.meta.get("val")
-        if node.op == "placeholder" and isinstance(val, torch.Tensor):
-            upper_bound_shape(val.shape, f"input '{node.name}'")
-
-
-def _to_edge_program(ep: ExportedProgram, config: EdgeCompileConfig) -> ExportedProgram:
-    _check_bounded_inputs(ep)
-    edge = ep.run_decompositions(torch.export.default_decompositions())
-    check_mutations(edge, traced=ep)
-    if config._check_ir_validity:
-        verify_aten(edge.graph_module)
-    run_passes(edge.graph_module, [p() for p in EDGE_PASSES])
-    if config.fold_constants:
-        fold_into_convolutions(edge.graph_module, constant_input_names(edge))
-        edge = fold_constants(edge)
-    if config._check_ir_validity:
-        verify_edge(edge.graph_module)
-    return edge
-
-
 def to_edge(programs, constant_methods: dict | None = None,
             compile_config: EdgeCompileConfig | None = None) -> "EdgeProgramManager":
     """Lower exported programs to the Edge dialect (core ATen, no view ops)."""
     config = compile_config or EdgeCompileConfig()
-    methods = {name: _to_edge_program(ep, config) for name, ep in _as_method_dict(programs).items()}
+    methods = {name: run_stages(EDGE_STAGES, MethodState(name, config, program=ep), config._check_ir_validity).program
+               for name, ep in _as_method_dict(programs).items()}
     return EdgeProgramManager(methods, constant_methods or {}, config)
 
 
@@ -114,18 +82,11 @@ class EdgeProgramManager:
         Unless ``_check_ir_validity`` is off, the Edge verifier runs after each
         pass, so a pass that breaks the IR is named in the error.
         """
-        methods = {}
-        for name, ep in self._methods.items():
-            ep = copy.deepcopy(ep)
-            for p in passes:
-                run_passes(ep.graph_module, [p])
-                if self.compile_config._check_ir_validity:
-                    try:
-                        verify_edge(ep.graph_module)
-                    except IRVerificationError as e:
-                        pass_name = getattr(p, "__name__", type(p).__name__)
-                        raise IRVerificationError(f"method '{name}', after pass {pass_name}: {e}") from None
-            methods[name] = ep
+        stages = [Stage(f"pass {getattr(p, '__name__', type(p).__name__)}", "a user pass", _user_pass(p), verify_edge)
+                  for p in passes]
+        methods = {name: run_stages(stages, MethodState(name, self.compile_config, program=copy.deepcopy(ep)),
+                                    self.compile_config._check_ir_validity).program
+                   for name, ep in self._methods.items()}
         return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
 
     def to_backend(self, partitioner) -> "EdgeProgramManager":
@@ -143,20 +104,14 @@ class EdgeProgramManager:
         config = config or ExecutorchBackendConfig()
         planner = config.memory_planning_pass
         graphs, summaries = {}, {}
-        available = kernel_set_predicate(config.kernel_set)
         for name in sorted(self._methods):
-            ep = self._methods[name]
-            sig = ep.graph_signature
+            sig = self._methods[name].graph_signature
             state = mutable_buffers(sig)
             constant_names = (set(sig.inputs_to_parameters) | set(sig.inputs_to_buffers)
                               | set(sig.inputs_to_lifted_tensor_constants)) - set(state)
-            gm = copy.deepcopy(ep.graph_module)
-            gm = run_passes(gm, [*config.passes, *fusion_passes(config), ShareViewsPass(constant_names),
-                                 MutableStatePass(sig, reinplace=config.run_reinplace_pass), OutVariantPass()])
-            if config.check_kernels:
-                check_loadable(gm, name, available, config.backend_set)
-            assign_specs(gm, constant_names, state)
-            planner(gm)
+            method = MethodState(name, config, graph_module=copy.deepcopy(self._methods[name].graph_module),
+                                 extra={"signature": sig, "state": state, "constant_names": constant_names})
+            gm = run_stages(EXECUTORCH_STAGES, method).graph_module
             graphs[name] = gm
             summaries[name] = MethodPlanSummary(gm.meta["non_const_buffer_sizes"][1:], planner.lower_bound)
         if planner.share_mutable_buffers:
@@ -178,6 +133,13 @@ class EdgeProgramManager:
                                extract_delegate_segments=config.extract_delegate_segments,
                                mutable_data=[b.storage for b in mutable_data.buffers()])
         return ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles)
+
+
+def _user_pass(p):
+    def run(state: MethodState) -> None:
+        run_passes(state.program.graph_module, [p])
+
+    return run
 
 
 @dataclass(frozen=True)
