@@ -71,7 +71,9 @@ def _export_kv_cache_model(args) -> int:
     out = args.output or f"{args.model}.pte"
     program.save(out)
     tokenizer = f"{os.path.splitext(out)[0]}.tokenizer.json"
-    demo_tokenizer(vocab_size=exported.constant_methods["get_vocab_size"]).save(tokenizer)
+    vocab_size = exported.constant_methods["get_vocab_size"]
+    assert isinstance(vocab_size, int)  # _constant_methods stores it as an int
+    demo_tokenizer(vocab_size=vocab_size).save(tokenizer)
     print(f"wrote {out} ({len(program.buffer):,} bytes) and {tokenizer}")
     return 0
 
@@ -202,7 +204,7 @@ def _bench_text(report: dict, timings: dict[str, Timing]) -> str:
 
 
 def cmd_inspect(args) -> int:
-    from torchedge.runtime.inspect import describe_memory, describe_program
+    from torchedge.devtools.describe import describe_memory, describe_program
 
     print(describe_memory(args.pte, args.png) if args.memory or args.png else describe_program(args.pte))
     return 0

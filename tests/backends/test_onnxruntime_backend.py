@@ -1,6 +1,8 @@
 """The ONNX Runtime delegate: full and partial delegation, compile specs, eager parity, missing backend."""
 
 import functools
+import importlib.metadata
+from importlib.metadata import EntryPoint
 
 import pytest
 import torch
@@ -80,7 +82,8 @@ def test_missing_backend_is_named(monkeypatch):
     program = _lower(model, inputs)
     registry.get_backend("OnnxRuntimeBackend")  # make sure the real one is registered, then hide it
     monkeypatch.delitem(registry._BACKENDS, "OnnxRuntimeBackend")
-    monkeypatch.setitem(registry._BUILTIN, "OnnxRuntimeBackend", "torchedge.backends.no_such_module")
+    broken = EntryPoint("OnnxRuntimeBackend", "torchedge.backends.no_such_module", registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [broken])
     with pytest.raises(BackendMissingError, match="OnnxRuntimeBackend"):
         Runtime.get().load_program(program.buffer).load_method()
     with pytest.raises(RuntimeError):  # the real ExecuTorch loads the file and stops at the backend

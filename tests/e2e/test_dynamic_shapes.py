@@ -155,7 +155,7 @@ def test_onnxruntime_partitioner_leaves_dynamic_operators_portable():
 
 
 def test_inspect_shows_upper_bounds():
-    from torchedge.runtime.inspect import describe_program
+    from torchedge.devtools.describe import describe_program
 
     assert "float32[<=16, <=8]" in describe_program(_torchedge_program("small").buffer)
 

@@ -16,13 +16,13 @@ import pytest
 import torch
 
 from torchedge.devtools.kernel_check import DTYPES, Status, core_operators, kernel_op
+from torchedge.devtools.kernel_probe import Draw, kernel_spec
+from torchedge.devtools.probe_templates import TEMPLATES, WRONG
 from torchedge.errors import ExportError
 from torchedge.exir.dialects import constraints
 from torchedge.exir.dialects import ops as exir_ops
 from torchedge.exir.dialects.constraints import check_node_dtypes, satisfies, spec_from_combinations
 from torchedge.exir.dialects.edge_op import EdgeOpOverload, edge_op
-from torchedge.exir.dialects.kernel_probe import Draw, kernel_spec
-from torchedge.exir.dialects.probe_templates import TEMPLATES, WRONG
 from torchedge.exir.dialects.spec import (
     DTYPE_NAMES,
     SPEC_PATH,
@@ -33,7 +33,7 @@ from torchedge.exir.dialects.spec import (
     parse_spec,
     tensor_io_names,
 )
-from torchedge.exir.op_schema import op_name
+from torchedge.exir.ir import op_name
 from torchedge.kernels.registry import Kernel, get_kernel, has_kernel
 
 CORE = {c.name: c.op for c in core_operators()}

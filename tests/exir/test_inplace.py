@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from tests.conftest import assert_matches, executorch_run, torch_outputs, torchedge_compile, torchedge_run
+from torchedge.exir.ir import op_name
 from torchedge.exir.memory_planning.inplace import INPLACE_SAFE_OPS
-from torchedge.exir.op_schema import op_name
 from torchedge.kernels.registry import get_kernel
 from torchedge.schema.program import Tensor
 from torchedge.serialize import deserialize_pte

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from torchedge.errors import ExportError
-from torchedge.exir.op_schema import op_name, out_argument_names, out_variant, view_copy_variant
+from torchedge.exir.ir import op_name
+from torchedge.exir.op_schema import out_argument_names, out_variant, view_copy_variant
 
 aten = torch.ops.aten
 

@@ -19,7 +19,7 @@ from torchedge.errors import KernelError
 from torchedge.kernels.portable import pooling
 from torchedge.kernels.portable.windows import release_workspace
 from torchedge.kernels.registry import get_kernel
-from torchedge.kernels.shapes import output_shapes
+from torchedge.kernels.registry import output_shapes
 
 aten = torch.ops.aten
 _RNG = np.random.default_rng(7)

@@ -1,6 +1,7 @@
-"""Shape functions (`torchedge.kernels.shapes`) against PyTorch eager and hand-computed cases.
+"""Shape functions (registered with each kernel, `torchedge.kernels.registry`) against PyTorch
+eager and hand-computed cases.
 
-Every registered kernel has a shape function or an explicit exclusion. Each shape function
+Every registered kernel has a shape function or a trait saying why it needs none. Each shape function
 is compared with eager's output shapes on the calls PyTorch's OpInfo samples make (one dtype
 per operator), plus hand-written eager calls for the operators OpInfo does not reach. The
 out arrays handed to a shape function have a wrong shape, so that one reading them fails.
@@ -19,9 +20,9 @@ from torchedge.devtools.kernel_check import AtenCall, kernel_arguments, kernel_o
 from torchedge.devtools.output_compare import Unsupported
 from torchedge.errors import KernelError, OperatorMissingError
 from torchedge.exir.op_schema import op_name
-from torchedge.kernels.registry import registered_operators
-from torchedge.kernels.shapes import (DATA_DEPENDENT, NO_TENSOR_OUTPUT_OR_VIEW, has_shape_function, output_shapes,
-                                      register_shape, registry, shape_operators)
+from torchedge.kernels import registry
+from torchedge.kernels.registry import (has_shape_function, op_traits, output_shapes, register_kernel,
+                                        registered_operators, shape_operators)
 
 aten = torch.ops.aten
 
@@ -29,19 +30,22 @@ aten = torch.ops.aten
 # -- coverage ------------------------------------------------------------------------------
 
 
-def test_every_kernel_has_a_shape_function_or_an_exclusion():
-    excluded = set(DATA_DEPENDENT) | set(NO_TENSOR_OUTPUT_OR_VIEW)
-    missing = [name for name in registered_operators() if not has_shape_function(name) and name not in excluded]
-    assert not missing, ("kernels without a shape function (add one in torchedge.kernels.shapes, or list the "
-                         f"operator in DATA_DEPENDENT or NO_TENSOR_OUTPUT_OR_VIEW): {missing}")
-    both = sorted(excluded & set(shape_operators()))
-    assert not both, f"excluded operators with a shape function: {both}"
-    stale = sorted(excluded - set(registered_operators()))
-    assert not stale, f"exclusions naming no registered kernel: {stale}"
+def _has_no_out_to_size(name: str) -> bool:
+    traits = op_traits(name)
+    return traits.data_dependent or traits.returns_value or traits.view
+
+
+def test_every_kernel_has_a_shape_function_or_a_trait_saying_why_not():
+    missing = [name for name in registered_operators()
+               if not has_shape_function(name) and not _has_no_out_to_size(name)]
+    assert not missing, ("kernels without a shape function (register one with register_kernel(..., shape=...), or "
+                         f"mark the operator data_dependent, returns_value or view): {missing}")
+    both = sorted(name for name in shape_operators() if _has_no_out_to_size(name))
+    assert not both, f"operators with a shape function and a trait saying they need none: {both}"
 
 
 def test_shape_functions_import_without_torch():
-    check = ("import sys, torchedge.kernels.shapes\n"
+    check = ("import sys, torchedge.kernels.registry as r; r.shape_operators()\n"
              "print(','.join(m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'torchedge.exir'))))")
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "", f"importing the shape functions imported: {result.stdout.strip()}"
@@ -387,11 +391,15 @@ def test_an_operator_without_shape_function_is_reported():
 
 
 def test_users_can_register_a_shape_function(monkeypatch):
-    monkeypatch.setattr(registry, "_SHAPES", dict(registry._SHAPES))  # forgotten after the test
+    for table in ("_KERNELS", "_TRAITS", "_MODULES"):  # forgotten after the test
+        monkeypatch.setattr(registry, table, dict(getattr(registry, table)))
 
-    @register_shape("my_ns::twice.out")
-    def twice(self, out):
+    def twice_shape(op, self, out):
         return [(2 * self.shape[0],)]
+
+    @register_kernel("my_ns::twice.out", shape=twice_shape)
+    def twice(self, out):
+        out[...] = np.concatenate([self, self])
 
     assert has_shape_function("my_ns::twice.out")
     assert output_shapes("my_ns::twice.out", [t(3), STALE]) == [(6,)]

@@ -6,7 +6,7 @@ import sys
 CHECK = """
 import sys
 import torchedge.runtime, torchedge.kernels.portable, torchedge.serialize, torchedge.schema
-from torchedge.runtime.inspect import describe_program
+from torchedge.devtools.describe import describe_program
 import torchedge.cli
 bad = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.") or m.startswith("torchedge.exir")
              or m.startswith("executorch"))

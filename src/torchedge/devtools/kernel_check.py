@@ -31,8 +31,8 @@ from torch.utils._pytree import tree_map
 from torchedge.devtools.output_compare import Unsupported, compare_outputs, numpy_dtype_of, to_numpy
 from torchedge.errors import ExportError, OperatorMissingError
 from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
-from torchedge.exir.op_schema import is_out_variant, op_name, out_argument_names, out_variant, view_copy_variant
-from torchedge.exir.passes.out_variant import bind_arguments
+from torchedge.exir.ir import bind_arguments, op_name
+from torchedge.exir.op_schema import is_out_variant, out_argument_names, out_variant, view_copy_variant
 from torchedge.kernels.registry import Kernel, get_kernel
 
 __all__ = [
@@ -326,7 +326,8 @@ def check_call(op, args, kwargs, expected, kernels: Callable[[str], Kernel] = ge
 
 
 def check_calls(calls, kernels: Callable[[str], Kernel] = get_kernel) -> list[CheckResult]:
-    return [check_call(*call, kernels=kernels) for call in calls]
+    """`check_call` of each recorded ``(op, args, kwargs, expected)``."""
+    return [check_call(op, args, kwargs, expected, kernels=kernels) for op, args, kwargs, expected in calls]
 
 
 def worst(results: list[CheckResult]) -> CheckResult:

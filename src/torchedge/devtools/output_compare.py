@@ -16,7 +16,7 @@ import torch
 
 from torchedge.errors import ExportError
 from torchedge.exir.dtypes import scalar_type
-from torchedge.exir.passes.out_variant import bind_arguments
+from torchedge.exir.ir import bind_arguments
 from torchedge.schema.scalar_type import numpy_dtype
 
 __all__ = ["TOLERANCES", "Unsupported", "numpy_dtype_of", "to_numpy", "compare_outputs"]

@@ -13,9 +13,8 @@ from typing import Callable, Iterable
 import torch
 
 from torchedge.errors import ExportError
-from torchedge.exir.backend.lowered_module import executorch_call_delegate
+from torchedge.exir.ir import is_delegate_call, op_name
 from torchedge.exir.memory import alloc, view
-from torchedge.exir.op_schema import op_name
 from torchedge.exir.source import describe_node
 from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
 
@@ -58,7 +57,7 @@ def check_loadable(graph_module: torch.fx.GraphModule, method: str, available: C
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or node.target in (alloc, view, operator.getitem):
             continue
-        if node.target is executorch_call_delegate:
+        if is_delegate_call(node):
             problem = _delegate_problem(node, backends)
             if problem:
                 problems.append(problem)

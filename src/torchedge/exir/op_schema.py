@@ -10,18 +10,13 @@ import functools
 import torch
 
 from torchedge.errors import ExportError
-from torchedge.exir.dialects.quantized import out_variant_candidates, pte_operator_name
+from torchedge.exir.dialects.quantized import out_variant_candidates
+from torchedge.exir.ir import op_name
 
-__all__ = ["out_variant", "out_argument_names", "view_copy_variant", "is_out_variant", "is_inplace", "op_name"]
+__all__ = ["out_variant", "out_argument_names", "view_copy_variant", "is_out_variant", "is_inplace"]
 
 # Arguments of a functional op that its out variant drops: `out` already fixes them.
 _DROPPED_BY_OUT = {"dtype", "layout", "device", "pin_memory"}
-
-
-def op_name(op: torch._ops.OpOverload) -> str:
-    """``"aten::add.out"``: the name the `.pte` operator table uses."""
-    name, overload = pte_operator_name(op._schema)
-    return f"{name}.{overload}" if overload else name
 
 
 def out_argument_names(op: torch._ops.OpOverload) -> list[str]:

@@ -54,7 +54,11 @@ class MethodState:
 
     @property
     def graph(self) -> torch.fx.GraphModule:
-        return self.graph_module if self.program is None else self.program.graph_module
+        if self.program is not None:
+            return self.program.graph_module
+        if self.graph_module is None:
+            raise TypeError(f"method '{self.method}': the state holds neither a program nor a graph")
+        return self.graph_module
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ def describe(stages) -> str:
     return "\n".join(f"{i}. `{s.name}`: {s.summary}" for i, s in enumerate(stages, 1))
 
 
-def _graph_pass(make: Callable[[MethodState], object]) -> Callable[[MethodState], None]:
+def _graph_pass(make: Callable[[MethodState], Callable]) -> Callable[[MethodState], None]:
     """A stage running one graph pass, made from the state."""
     def run(state: MethodState) -> None:
         result = run_passes(state.graph, [make(state)])

@@ -16,9 +16,8 @@ from typing import Callable
 import torch
 
 from torchedge.errors import ExportError
-from torchedge.exir.backend.lowered_module import executorch_call_delegate
-from torchedge.exir.op_schema import op_name, out_variant
-from torchedge.exir.passes.out_variant import bind_arguments
+from torchedge.exir.ir import bind_arguments, executorch_call_delegate, op_name
+from torchedge.exir.op_schema import out_variant
 from torchedge.exir.source import describe_node
 from torchedge.exir.symbolic import is_scalar_call
 from torchedge.exir.tensor_spec import describable_by_dim_order

@@ -21,7 +21,7 @@ __all__ = ["sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "sym_is_
            "local_scalar_dense", "et_view"]
 
 
-@register_kernel("aten::sym_size.int")
+@register_kernel("aten::sym_size.int", returns_value=True)
 def sym_size(self, dim):
     ndim = self.ndim
     if not -ndim <= dim < ndim:
@@ -29,12 +29,12 @@ def sym_size(self, dim):
     return int(self.shape[dim])
 
 
-@register_kernel("aten::sym_numel")
+@register_kernel("aten::sym_numel", returns_value=True)
 def sym_numel(self):
     return int(self.size)
 
 
-@register_kernel("aten::sym_stride.int")
+@register_kernel("aten::sym_stride.int", returns_value=True)
 def sym_stride(self, dim):
     ndim = self.ndim
     if not -ndim <= dim < ndim:
@@ -42,19 +42,19 @@ def sym_stride(self, dim):
     return int(self.strides[dim] // self.itemsize) if self.itemsize else 0
 
 
-@register_kernel("aten::sym_storage_offset")
+@register_kernel("aten::sym_storage_offset", returns_value=True)
 def sym_storage_offset(self):
     return 0  # a .pte tensor starts at its data pointer (the format supports storage_offset 0 only)
 
 
-@register_kernel("aten::sym_is_contiguous")
+@register_kernel("aten::sym_is_contiguous", returns_value=True)
 def sym_is_contiguous(self, memory_format=0):
     if memory_format in (0, 1):  # contiguous, preserve
         return bool(self.flags.c_contiguous)
     raise KernelError(f"aten::sym_is_contiguous: memory format code {memory_format} is not supported")
 
 
-@register_kernel("aten::resize_")
+@register_kernel("aten::resize_", data_dependent=True)
 def resize_(self, size, memory_format=None):
     """A tensor of the new size keeping the old elements that fit (the runtime rebinds ``self``)."""
     resized = allocate_output(tuple(size), self.dtype)
@@ -63,12 +63,12 @@ def resize_(self, size, memory_format=None):
     return resized
 
 
-@register_kernel("aten::_local_scalar_dense")
+@register_kernel("aten::_local_scalar_dense", returns_value=True, value_from_data=True)
 def local_scalar_dense(self):
     return self.item()
 
 
-@register_kernel("executorch_prim::et_view.default")
+@register_kernel("executorch_prim::et_view.default", view=True)
 def et_view(self, size, out):
     """A view of ``self`` with shape ``size`` (one -1 allowed), never a copy: the runtime
     binds the out slot to the returned array."""
@@ -103,54 +103,58 @@ def _modulo(a, b):
 
 
 _BINARY = {
-    "add": operator.add,
-    "sub": operator.sub,
-    "mul": operator.mul,
-    "floordiv": _floor_divide,
-    "truediv": lambda a, b: _ieee_divide(float(a), float(b)),
-    "mod": _modulo,
-    "eq": operator.eq,
-    "gt": operator.gt,
-    "lt": operator.lt,
-    "ge": operator.ge,
-    "le": operator.le,
-    "sym_max": max,
-    "sym_min": min,
+    "executorch_prim::add.Scalar": operator.add,
+    "executorch_prim::sub.Scalar": operator.sub,
+    "executorch_prim::mul.Scalar": operator.mul,
+    "executorch_prim::floordiv.Scalar": _floor_divide,
+    "executorch_prim::truediv.Scalar": lambda a, b: _ieee_divide(float(a), float(b)),
+    "executorch_prim::mod.Scalar": _modulo,
+    "executorch_prim::eq.Scalar": operator.eq,
+    "executorch_prim::gt.Scalar": operator.gt,
+    "executorch_prim::lt.Scalar": operator.lt,
+    "executorch_prim::ge.Scalar": operator.ge,
+    "executorch_prim::le.Scalar": operator.le,
+    "executorch_prim::sym_max.Scalar": max,
+    "executorch_prim::sym_min.Scalar": min,
 }
 
 _UNARY = {
-    "neg": operator.neg,
-    "sym_float": float,
-    "sym_int": int,
-    "ceil": math.ceil,
-    "trunc": math.trunc,
-    "round": round,
-    "sym_not": operator.not_,
+    "executorch_prim::neg.Scalar": operator.neg,
+    "executorch_prim::sym_float.Scalar": float,
+    "executorch_prim::sym_int.Scalar": int,
+    "executorch_prim::ceil.Scalar": math.ceil,
+    "executorch_prim::trunc.Scalar": math.trunc,
+    "executorch_prim::round.Scalar": round,
+    "executorch_prim::sym_not.Scalar": operator.not_,
 }
 
 
-def _binary_kernel(name, fn):
+def _kernel_name(op: str) -> str:
+    return op[len("executorch_prim::"):].split(".")[0]
+
+
+def _binary_kernel(op, fn):
     def kernel(a, b):
         return fn(a, b)
 
-    kernel.__name__ = name
+    kernel.__name__ = _kernel_name(op)
     return kernel
 
 
-def _unary_kernel(name, fn):
+def _unary_kernel(op, fn):
     def kernel(a):
         return fn(a)
 
-    kernel.__name__ = name
+    kernel.__name__ = _kernel_name(op)
     return kernel
 
 
-for _name, _fn in _BINARY.items():
-    register_kernel(f"executorch_prim::{_name}.Scalar")(_binary_kernel(_name, _fn))
-for _name, _fn in _UNARY.items():
-    register_kernel(f"executorch_prim::{_name}.Scalar")(_unary_kernel(_name, _fn))
+for _op, _binary in _BINARY.items():
+    register_kernel(_op, returns_value=True)(_binary_kernel(_op, _binary))
+for _op, _unary in _UNARY.items():
+    register_kernel(_op, returns_value=True)(_unary_kernel(_op, _unary))
 
 
-@register_kernel("executorch_prim::sym_ite.Scalar")
+@register_kernel("executorch_prim::sym_ite.Scalar", returns_value=True)
 def sym_ite(b, t, f):
     return t if b else f

@@ -1,4 +1,10 @@
-"""The kernel registry: operator name (``"aten::add.out"``) -> Python kernel.
+"""The operator registry: operator name (``"aten::add.out"``) -> kernel, shape function and traits.
+
+Each operator has one home: the kernel module that registers it, under its full literal
+name, together with its shape function and its traits::
+
+    @register_kernel("aten::relu.out", shape=broadcast_inputs, inplace_safe=True)
+    def relu(self, out): ...
 
 Kernel contract
 ---------------
@@ -16,24 +22,45 @@ method's value table before the call:
 
 Out-variant kernels write their result into the ``out`` array(s) in place and
 return nothing. Operators whose output shape depends on the data (``nonzero``,
-``masked_select``, ``unique``...) are the exception: their ``out`` is planned
-for an upper bound or not planned at all (``None``, a DYNAMIC_UNBOUND tensor), so
-they allocate their result with `allocate_output` and return it; the runtime
-rebinds the out value to the returned array (for several outs, a tuple in
-schema order). Operators that produce a non-tensor value (``aten::sym_size.int``,
-``executorch_prim::add.Scalar``, ...) return it, and the runtime stores it in the
-instruction's return slot.
+``masked_select``, ``unique``...) are the exception (``data_dependent``): their
+``out`` is planned for an upper bound or not planned at all (``None``, a
+DYNAMIC_UNBOUND tensor), so they allocate their result with `allocate_output` and
+return it; the runtime rebinds the out value to the returned array (for several
+outs, a tuple in schema order). Operators that produce a non-tensor value
+(``aten::sym_size.int``, ``executorch_prim::add.Scalar``, ...; ``returns_value``)
+return it, and the runtime stores it in the instruction's return slot.
+
+Shape function contract
+-----------------------
+With bounded dynamic shapes the runtime resizes each ``out`` array before the kernel
+runs, to the shapes the operator's shape function computes. A shape function is
+called as ``shape(op_name, *kernel_args)`` (the registry binds the name, so that errors
+name the operator) and returns one shape tuple per output tensor in schema order (a
+``Tensor[]`` out gives one per element). It computes them from the inputs' shapes and
+the scalar arguments only: the out arrays still have their planned (upper-bound)
+shape, so it never reads their shapes (it may read their dtypes). It reads no tensor
+data (one exception: a boolean mask index of ``index.Tensor`` sets the output size by
+its number of true values) and raises `KernelError` naming the operator when the
+shapes cannot be combined. An out that a backward op's ``output_mask`` turns off is
+left alone by the kernel; its shape is (0,), empty.
+
+>>> import numpy as np
+>>> output_shapes("aten::add.out", [np.ones((2, 1)), np.ones(3), 1, np.empty(0)])
+[(2, 3)]
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
 from torchedge.errors import OperatorMissingError
 
-__all__ = ["Kernel", "register_kernel", "get_kernel", "has_kernel", "registered_operators"]
+__all__ = ["Kernel", "OpTraits", "register_kernel", "get_kernel", "has_kernel", "registered_operators",
+           "op_traits", "registering_module", "has_shape_function", "output_shapes", "shape_operators"]
 
 
 @dataclass(frozen=True)
@@ -45,15 +72,38 @@ class Kernel:
     num_args: int
 
 
-_KERNELS: dict[str, Kernel] = {}
+@dataclass(frozen=True)
+class OpTraits:
+    """What the executor and the memory planner need to know about an operator.
 
-
-def register_kernel(*op_names: str):
-    """Decorator registering ``fn`` as the kernel of each ``"ns::op.overload"`` name.
-
-    A later registration of the same name replaces the earlier one, so users can
-    override the portable kernels with their own.
+    An operator with a tensor out has a ``shape`` function, unless it is
+    ``data_dependent``; ``returns_value`` and ``view`` operators have no out to size.
     """
+
+    shape: Callable | None = None  # shape(*kernel_args) -> output shapes, the op name bound
+    data_dependent: bool = False  # allocates and returns its result: its size depends on the data
+    returns_value: bool = False  # no out tensor: returns a Python scalar
+    value_from_data: bool = False  # that scalar is read from tensor data, so later sizes may depend on it
+    view: bool = False  # returns a view of its input that the runtime binds as it is
+    inplace_safe: bool = False  # correct when out aliases self (same shape and dtype), element by element
+    mask_index_arg: int | None = None  # the index list at this argument sizes the output by its masks' counts
+
+
+_KERNELS: dict[str, Kernel] = {}
+_TRAITS: dict[str, OpTraits] = {}
+_MODULES: dict[str, str] = {}
+_NO_TRAITS = OpTraits()
+
+
+def register_kernel(*op_names: str, shape: Callable | None = None, **traits):
+    """Decorator registering ``fn`` as the kernel of each ``"ns::op.overload"`` name, with
+    its shape function ``shape(op_name, *kernel_args)`` and its `OpTraits` flags.
+
+    A later registration of the same name replaces the earlier kernel, so users can
+    override the portable kernels with their own; it replaces the traits too when it
+    gives a shape function or a trait, and keeps them otherwise.
+    """
+    module = sys._getframe(1).f_globals.get("__name__", "")
 
     def decorate(fn: Callable) -> Callable:
         params = inspect.signature(fn).parameters.values()
@@ -62,6 +112,10 @@ def register_kernel(*op_names: str):
         num_args = sum(1 for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY)
         for name in op_names:
             _KERNELS[name] = Kernel(name, fn, num_args)
+            _MODULES[name] = module
+            if shape is not None or traits:
+                bound = functools.partial(shape, name) if shape is not None else None
+                _TRAITS[name] = OpTraits(shape=bound, **traits)
         return fn
 
     return decorate
@@ -90,3 +144,34 @@ def has_kernel(op_name: str) -> bool:
 def registered_operators() -> list[str]:
     _ensure_portable_loaded()
     return sorted(_KERNELS)
+
+
+def op_traits(op_name: str) -> OpTraits:
+    """The traits of ``op_name``; an operator registered without any has none set."""
+    _ensure_portable_loaded()
+    return _TRAITS.get(op_name, _NO_TRAITS)
+
+
+def registering_module(op_name: str) -> str:
+    """The name of the module whose `register_kernel` call registered ``op_name``."""
+    _ensure_portable_loaded()
+    return _MODULES[op_name]
+
+
+def has_shape_function(op_name: str) -> bool:
+    return op_traits(op_name).shape is not None
+
+
+def output_shapes(op_name: str, args: list) -> list[tuple[int, ...]]:
+    """The shape of every output of ``op_name`` called with the kernel arguments ``args``."""
+    shape = op_traits(op_name).shape
+    if shape is None:
+        raise OperatorMissingError(f"no shape function registered for operator '{op_name}': dynamic shapes need "
+                                   "one to size its outputs (register_kernel(..., shape=...))")
+    return shape(*args)
+
+
+def shape_operators() -> list[str]:
+    """Every operator name that has a shape function, sorted."""
+    _ensure_portable_loaded()
+    return sorted(name for name, traits in _TRAITS.items() if traits.shape is not None)

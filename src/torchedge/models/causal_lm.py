@@ -127,7 +127,7 @@ def compile_causal_lm(exported: CausalLMExport, partitioner=None):
 
 def _constant_methods(config, max_cache_len: int, max_prompt_len: int) -> dict[str, object]:
     """ExecuTorch's LLM metadata: max_seq_len is the most tokens per call, max_context_len the cache size."""
-    methods = {
+    methods: dict[str, object] = {
         "get_max_seq_len": max_prompt_len,
         "get_max_context_len": max_cache_len,
         "get_vocab_size": int(config.vocab_size),

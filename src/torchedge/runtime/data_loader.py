@@ -37,7 +37,7 @@ class BufferDataLoader(DataLoader):
             aligned = np.empty(len(array), dtype=np.uint8)
             aligned[:] = array
             array = aligned
-        self.data = memoryview(array)
+        self.data = array.data
 
 
 class FileDataLoader(BufferDataLoader):

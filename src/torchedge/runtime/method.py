@@ -10,6 +10,7 @@ the outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from functools import partial
 
 import numpy as np
@@ -24,8 +25,7 @@ from torchedge.errors import (
 )
 from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.portable.common import quiet_run
-from torchedge.kernels.registry import get_kernel
-from torchedge.kernels.shapes import DATA_DEPENDENT, has_shape_function, output_shapes
+from torchedge.kernels.registry import get_kernel, op_traits
 from torchedge.runtime.backend import get_backend
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
@@ -52,8 +52,6 @@ from torchedge.schema.scalar_type import ScalarType
 __all__ = ["Method"]
 
 _KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE, _NOP, _RESIZING_KERNEL = range(7)
-_ET_VIEW = "executorch_prim::et_view.default"
-_ITEM, _INDEX = "aten::_local_scalar_dense", "aten::index.Tensor_out"
 _MASK_TYPES = (ScalarType.BOOL, ScalarType.BYTE)
 
 
@@ -62,12 +60,12 @@ class _Step:
     """One compiled instruction: what to call, on which value indices, where the result goes."""
 
     kind: int
-    fn: object = None
+    fn: Any = None  # the kernel or delegate call
     args: tuple = ()
     ret: int = -1
     label: str = ""
     outs: tuple = ()  # _RESIZING_KERNEL: the dynamic out tensors, resized to what `shapes` computes
-    shapes: object = None
+    shapes: Any = None
 
 
 class Method:
@@ -185,25 +183,29 @@ class Method:
             raise InvalidProgramError(f"{where}: operator '{name}' takes {kernel.num_args} arguments, "
                                       f"the instruction passes {len(indices)}")
         step = _Step(_KERNEL, kernel.fn, tuple(indices[:kernel.num_args]), indices[-1], name)
-        if name == _ET_VIEW:
+        traits = op_traits(name)
+        if traits.view:
             if self._bind_static_view(step):
                 return _Step(_NOP, label=f"{name} (bound at load)")  # kept so jump targets stay valid
             return step
         outs = self._out_tensors(step.ret)
-        if any(self._values.is_dynamic(i) for i in outs) and name not in DATA_DEPENDENT:
-            if not has_shape_function(name):
+        if any(self._values.is_dynamic(i) for i in outs) and not traits.data_dependent:
+            if traits.shape is None:
                 raise OperatorMissingError(f"{where}: operator '{name}' writes a dynamic-shape tensor, and "
                                            "torchedge has no shape function for it")
-            step.kind, step.outs, step.shapes = _RESIZING_KERNEL, outs, partial(output_shapes, name)
+            step.kind, step.outs, step.shapes = _RESIZING_KERNEL, outs, traits.shape
         return step
 
     def _sizes_depend_on_data(self, step: _Step) -> bool:
         """Whether this step can make later sizes depend on tensor values, not only on input shapes."""
-        if step.kind in (_JUMP, _MOVE, _FREE) or step.label in DATA_DEPENDENT or step.label == _ITEM:
+        if step.kind in (_JUMP, _MOVE, _FREE):
             return True
-        if step.label != _INDEX:
+        traits = op_traits(step.label)
+        if traits.data_dependent or traits.value_from_data:
+            return True
+        if traits.mask_index_arg is None:
             return False
-        indices = self._values.schema[step.args[1]]  # a boolean mask index sizes the output by its count
+        indices = self._values.schema[step.args[traits.mask_index_arg]]  # a boolean mask index sizes the output
         return any(self._values.schema[i].scalar_type in _MASK_TYPES for i in indices.items if i >= 0)
 
     def _out_tensors(self, ret: int) -> tuple:
@@ -335,7 +337,7 @@ class Method:
                     if result is not None:
                         self._store_result(step.ret, result)
                 elif kind == _RESIZING_KERNEL:
-                    for index, shape in zip(step.outs, step.shapes([table[i] for i in step.args])):
+                    for index, shape in zip(step.outs, step.shapes(*[table[i] for i in step.args])):
                         values.resize(index, shape)
                     step.fn(*[table[i] for i in step.args])
                 elif kind == _DELEGATE:

@@ -46,7 +46,7 @@ def _bfloat16():
     return np.dtype(ml_dtypes.bfloat16)
 
 
-_NUMPY = {
+_NUMPY: dict[ScalarType, np.dtype] = {
     ScalarType.BYTE: np.dtype(np.uint8),
     ScalarType.CHAR: np.dtype(np.int8),
     ScalarType.SHORT: np.dtype(np.int16),

@@ -17,6 +17,7 @@ Problems are reported as `InvalidProgramError` naming the field path, e.g.
 from __future__ import annotations
 
 import struct
+from typing import Any, Callable
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
 
@@ -174,6 +175,14 @@ class _TableView:
 # `add` stores the inline part while the table is open.
 
 
+def _constant(value) -> Callable[[], Any]:
+    return lambda: value
+
+
+def _no_default():
+    raise TypeError("field default read before Table assigned it")
+
+
 class _Field:
     slots = 1
 
@@ -181,11 +190,17 @@ class _Field:
         self.name = name
         # Assigned by Table from the dataclass:
         self.slot = -1
-        self.default_factory = None
-        self.default = None
+        self.default_factory: Callable[[], Any] = _no_default
+        self.default: Any = None
 
     def prepare(self, builder: flatbuffers.Builder, value):
         return None
+
+    def add(self, builder: flatbuffers.Builder, value, child) -> None:
+        raise NotImplementedError
+
+    def read(self, view: _TableView):
+        raise NotImplementedError
 
 
 class _Reference(_Field):
@@ -198,6 +213,9 @@ class _Reference(_Field):
     def read(self, view: _TableView):
         pos = view.ref_pos(self.slot, self.name)
         return self.read_at(view.reader, pos) if pos else _ABSENT
+
+    def read_at(self, reader, pos: int):
+        raise NotImplementedError
 
 
 class Scalar(_Field):
@@ -395,7 +413,7 @@ class Table:
             if attribute.default_factory is not MISSING:
                 f.default_factory = attribute.default_factory
             elif attribute.default is not MISSING:
-                f.default_factory = lambda value=attribute.default: value
+                f.default_factory = _constant(attribute.default)
             else:
                 raise TypeError(f"{self.name}.{f.name} needs a default (the schema's)")
             f.default = f.default_factory()

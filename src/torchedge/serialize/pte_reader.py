@@ -243,8 +243,9 @@ class PteFile:
         for plan in program.execution_plan:
             delegates = []
             for delegate in plan.delegates:
-                if delegate.processed.location == DataLocation.SEGMENT:
-                    blob = self.segment_data(delegate.processed.index)
+                processed = delegate.processed
+                if processed is not None and processed.location == DataLocation.SEGMENT:
+                    blob = self.segment_data(processed.index)
                     ref = BackendDelegateDataReference(DataLocation.INLINE, len(inline))
                     inline.append(BackendDelegateInlineData(blob))
                     delegate = dataclasses.replace(delegate, processed=ref)

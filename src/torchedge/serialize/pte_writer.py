@@ -14,6 +14,7 @@ from typing import Mapping, Optional, Sequence
 from torchedge.errors import InvalidProgramError
 from torchedge.schema.program import (
     BackendDelegateDataReference,
+    BackendDelegateInlineData,
     DataLocation,
     NamedData,
     Program,
@@ -98,7 +99,7 @@ def serialize_pte(
 def _extract_delegate_segments(program: Program, writer: SegmentWriter) -> None:
     """Moves non-empty inline delegate blobs into segments (copying the plans)."""
     inline = program.backend_delegate_data
-    remaining = []
+    remaining: list[BackendDelegateInlineData] = []
     seen: set[int] = set()
     segment_of: dict[bytes, int] = {}
     plans = []

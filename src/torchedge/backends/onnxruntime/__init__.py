@@ -3,7 +3,8 @@
 AOT: ``OnnxRuntimePartitioner(intra_op_threads=None)`` (imports torch and onnx).
 Runtime: `torchedge.backends.onnxruntime.runtime` registers backend id
 ``"OnnxRuntimeBackend"`` (NumPy and onnxruntime only); the runtime imports it
-on demand.
+on first use of the id, found through the ``torchedge.backends`` entry point
+that pyproject.toml declares.
 """
 
 __all__ = ["OnnxRuntimePartitioner", "OnnxRuntimeBackend", "BACKEND_ID"]

@@ -14,6 +14,8 @@ import onnx
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from torchedge.errors import ExportError
+
 __all__ = ["GraphBuilder", "ONNX_DTYPES", "tensor_type", "numpy_dtype", "value_info"]
 
 _TYPES = {  # torch dtype -> (ONNX element type, NumPy dtype)
@@ -106,6 +108,8 @@ class GraphBuilder:
         if not isinstance(arg, torch.fx.Node):
             return self.scalar(arg, dtype)
         name = self._values[arg]
+        if not isinstance(name, str):
+            raise ExportError(f"{arg.name} is a list of values, not one tensor")
         return name if dtype is None or dtype == arg.meta["val"].dtype else self.cast(name, dtype)
 
     def cast(self, name: str, dtype: torch.dtype) -> str:

@@ -5,10 +5,10 @@ has a small translation in one of the ``ops_*`` modules, registered in
 `registry`; this module decides what is supported, walks the graph, binds
 inputs, constants and outputs, and assembles the model. Shapes are static and
 read from ``node.meta["val"]``, as are dtypes, which are the truth: operands
-are cast where ONNX would otherwise see mismatched types.
+are cast where ONNX would otherwise see mismatched types::
 
->>> ep = to_edge(torch.export.export(model, inputs)).exported_program()
->>> session = onnxruntime.InferenceSession(lower_exported_program(ep).SerializeToString())
+    ep = to_edge(torch.export.export(model, inputs)).exported_program()
+    session = onnxruntime.InferenceSession(lower_exported_program(ep).SerializeToString())
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from torchedge.backends.onnxruntime import (  # noqa: F401  (translations regist
 from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder, value_info
 from torchedge.backends.onnxruntime.registry import NodeArgs, lowering_for
 from torchedge.errors import ExportError
-from torchedge.exir.op_schema import op_name
+from torchedge.exir.ir import constant_value, op_name
 from torchedge.exir.source import describe_node
 
 __all__ = ["is_supported", "lower_graph", "lower_exported_program", "MIN_OPSET", "MAX_OPSET"]
@@ -93,7 +93,7 @@ def _constant_array(name: str, value) -> np.ndarray:
 
 def _io_value(node, role: str) -> torch.Tensor:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    if not _is_static_tensor(val):
+    if not isinstance(val, torch.Tensor) or not _is_static_tensor(val):
         raise ExportError(f"{role} {node!r} of the lowered graph must be a tensor with a static shape "
                           f"and an ONNX dtype, got {val!r}")
     return val
@@ -142,8 +142,7 @@ def lower_exported_program(ep: ExportedProgram, opset: int = 17) -> onnx.ModelPr
         if spec.kind == InputKind.USER_INPUT:
             inputs.append(placeholders[spec.arg.name])
         elif spec.kind in _CONSTANT_KINDS:
-            constants[spec.arg.name] = ep.state_dict[spec.target] if spec.target in ep.state_dict \
-                else ep.constants[spec.target]
+            constants[spec.arg.name] = constant_value(ep, spec.target)
         else:
             raise ExportError(f"cannot lower a program with a {spec.kind.name} input ('{spec.arg.name}') to ONNX")
     returned = next(n for n in ep.graph.nodes if n.op == "output").args[0]

@@ -23,12 +23,12 @@ def _axes(a: NodeArgs) -> list[int]:
 def reduce(g: GraphBuilder, op_type: str, x: str, axes: list[int], keepdims: bool) -> str:
     """``op_type`` over ``axes`` (empty: all of them). ONNX reductions take their axes as an
     input from opset 18 (ReduceSum: 13), an attribute before."""
-    keepdims = int(keepdims)
+    keep = int(keepdims)
     if not axes:
-        return g.emit(op_type, [x], keepdims=keepdims)
+        return g.emit(op_type, [x], keepdims=keep)
     if g.opset >= 18 or op_type == "ReduceSum":
-        return g.emit(op_type, [x, g.int64s(axes)], keepdims=keepdims)
-    return g.emit(op_type, [x], axes=axes, keepdims=keepdims)
+        return g.emit(op_type, [x, g.int64s(axes)], keepdims=keep)
+    return g.emit(op_type, [x], axes=axes, keepdims=keep)
 
 
 def _reduce(g: GraphBuilder, op_type: str, x: str, a: NodeArgs) -> str:

@@ -17,7 +17,7 @@ import torch
 
 from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder
 from torchedge.errors import InternalError
-from torchedge.exir.passes.out_variant import bind_arguments
+from torchedge.exir.ir import bind_arguments
 
 __all__ = [
     "NodeArgs", "Lowering", "lowers", "lowering_for", "first_output_only",

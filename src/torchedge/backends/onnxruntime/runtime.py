@@ -1,7 +1,8 @@
 """Runtime half of the ONNX Runtime backend: one `InferenceSession` per delegate.
 
 NumPy and onnxruntime only (no torch). Importing this module registers the
-backend under its id; the runtime does that on first use of the id.
+backend under its id; the runtime does that on first use of the id (the
+``torchedge.backends`` entry point in pyproject.toml names this module).
 """
 
 from __future__ import annotations

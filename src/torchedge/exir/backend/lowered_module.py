@@ -1,4 +1,4 @@
-"""`LoweredBackendModule` and the graph call that invokes it."""
+"""`LoweredBackendModule`: a partition after ``preprocess``, called through `executorch_call_delegate`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import torch
 from torch.export import ExportedProgram
 
 from torchedge.exir.backend.compile_spec import CompileSpec
+from torchedge.exir.ir import executorch_call_delegate
 
-__all__ = ["LoweredBackendModule", "executorch_call_delegate"]
+__all__ = ["LoweredBackendModule"]
 
 
 class LoweredBackendModule(torch.nn.Module):
@@ -27,13 +28,3 @@ class LoweredBackendModule(torch.nn.Module):
 
     def forward(self, *args):
         return executorch_call_delegate(self, *args)
-
-
-def executorch_call_delegate(lowered: LoweredBackendModule, *args, out=None):
-    """Graph-level delegate call: eager semantics are the partition's own program.
-
-    The out-variant pass adds ``out=`` buffers (one per output); the emitter turns
-    the call into a DelegateCall instruction over inputs then outputs.
-    """
-    outputs = lowered.original_module.module()(*args)
-    return tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)

@@ -28,8 +28,9 @@ from torch.export.graph_signature import (
 from torchedge.errors import ExportError
 from torchedge.exir.backend.backend_details import backend_by_id
 from torchedge.exir.backend.compile_spec import CompileSpec
-from torchedge.exir.backend.lowered_module import LoweredBackendModule, executorch_call_delegate
+from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.backend.partitioner import TAG_KEY, Partitioner
+from torchedge.exir.ir import executorch_call_delegate
 from torchedge.exir.passes.constant_folding import drop_unused_constants
 from torchedge.exir.passes.mutable_state import mutable_buffers
 from torchedge.exir.passes.debug_handles import inherit_debug_info

@@ -5,15 +5,17 @@ between ``quantize_per_tensor`` / ``dequantize_per_*`` calls, with int8 weights.
 defines only their functional forms. torchedge defines the out variants, with the schemas of
 ExecuTorch's quantized kernel library, in a namespace of its own (``torchedge_quantized``):
 ExecuTorch's library registers the same names from C++ and aborts the process if they already
-exist. In the ``.pte`` they carry ExecuTorch's names (`pte_operator_name`), so programs run on
-either runtime; when ExecuTorch's definitions are loaded, those are used as they are.
+exist. In the ``.pte`` they carry ExecuTorch's names (`torchedge.exir.ir.pte_operator_name`), so
+programs run on either runtime; when ExecuTorch's definitions are loaded, those are used as they are.
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["OUT_VARIANTS", "NAMESPACE", "out_variant_candidates", "pte_operator_name", "is_dequantize"]
+from torchedge.exir.ir import QUANTIZED_NAMESPACE
+
+__all__ = ["OUT_VARIANTS", "out_variant_candidates", "is_dequantize"]
 
 # name.overload -> schema: ExecuTorch's quantized.yaml signatures.
 OUT_VARIANTS = {
@@ -35,7 +37,6 @@ OUT_VARIANTS = {
                                  "Tensor(a!) scale_out, Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))",
 }
 
-NAMESPACE = "torchedge_quantized"
 _DEQUANTIZE = {"dequantize_per_tensor", "dequantize_per_channel"}
 _LIBRARY = None
 
@@ -68,7 +69,7 @@ def _define_out_variants() -> None:
         return
     import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines the functional forms)
 
-    _LIBRARY = torch.library.Library(NAMESPACE, "DEF")
+    _LIBRARY = torch.library.Library(QUANTIZED_NAMESPACE, "DEF")
     for name, schema in OUT_VARIANTS.items():
         _LIBRARY.define(f"{name}{schema}")
         _LIBRARY.impl(name, _implementation(name), "CompositeExplicitAutograd")
@@ -77,14 +78,8 @@ def _define_out_variants() -> None:
 def out_variant_candidates(op: torch._ops.OpOverload) -> list:
     """torchedge's out variants of the same operator as ``op`` (a ``quantized_decomposed`` op)."""
     _define_out_variants()
-    packet = getattr(getattr(torch.ops, NAMESPACE), op.overloadpacket.__name__, None)
+    packet = getattr(getattr(torch.ops, QUANTIZED_NAMESPACE), op.overloadpacket.__name__, None)
     return [getattr(packet, o) for o in packet.overloads()] if packet is not None else []
-
-
-def pte_operator_name(schema) -> tuple[str, str]:
-    """(name, overload) of an operator in a ``.pte``: torchedge's namespace becomes ExecuTorch's."""
-    namespace, _, name = schema.name.partition("::")
-    return f"{'quantized_decomposed' if namespace == NAMESPACE else namespace}::{name}", schema.overload_name
 
 
 def is_dequantize(op) -> bool:

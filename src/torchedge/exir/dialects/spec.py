@@ -34,7 +34,7 @@ import torch
 import yaml
 
 from torchedge.errors import ExportError
-from torchedge.exir.op_schema import op_name
+from torchedge.exir.ir import op_name
 
 __all__ = ["DTYPE_NAMES", "SPEC_PATH", "OpSpec", "parse_spec", "load_spec", "edge_spec", "format_spec",
            "is_tensor_like", "tensor_io_names", "op_spec"]

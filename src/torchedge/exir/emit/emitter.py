@@ -14,14 +14,13 @@ from torch.utils._pytree import treespec_dumps
 
 from torchedge.errors import ExportError
 from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
-from torchedge.exir.backend.lowered_module import LoweredBackendModule, executorch_call_delegate
+from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
 from torchedge.exir.emit.delegates import DelegateTable
-from torchedge.exir.dialects.quantized import pte_operator_name
 from torchedge.exir.emit.dim_order import dim_order_variant
+from torchedge.exir.ir import bind_arguments, constant_value, executorch_call_delegate, pte_operator_name
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import is_inplace, out_argument_names
-from torchedge.exir.passes.out_variant import bind_arguments
 from torchedge.exir.source import describe_node, frames
 from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
 from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
@@ -345,9 +344,7 @@ class MethodEmitter(torch.fx.Interpreter):
         sig = ep.graph_signature
         for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
             if placeholder_name in mapping:
-                fqn = mapping[placeholder_name]
-                tensor = ep.state_dict[fqn] if fqn in ep.state_dict else ep.constants[fqn]
-                return tensor_bytes(tensor)
+                return tensor_bytes(constant_value(ep, mapping[placeholder_name]))
         raise ExportError(f"placeholder '{placeholder_name}' is marked constant but has no value")
 
     def _add(self, value) -> int:

@@ -46,8 +46,8 @@ class _Search:
         self.exceeded = 0
 
     def first_fit(self, i: int) -> int:
-        return first_fit([(self.offsets[j], self.offsets[j] + self.sizes[j]) for j in self.conflicts[i]
-                          if self.offsets[j] is not None], self.sizes[i])
+        placed = [(j, offset) for j in self.conflicts[i] if (offset := self.offsets[j]) is not None]
+        return first_fit([(offset, offset + self.sizes[j]) for j, offset in placed], self.sizes[i])
 
     def bound(self, last: int) -> int:
         """Final size of any completion: tensors still to come sit at or above ``last``.

@@ -46,7 +46,7 @@ def place_in_order(allocations: list[Allocation], order: list[int], alignment: i
     placed: list[int] = []
     for i in order:
         busy = [(offsets[j], offsets[j] + sizes[j]) for j in placed if allocations[j].overlaps(allocations[i])]
-        offsets[i] = best_fit(busy, sizes[i])
+        offsets[i] = best_fit(busy, sizes[i]) or 0  # without a limit there is always an offset
         placed.append(i)
     return MemoryPlan(offsets, max((o + s for o, s in zip(offsets, sizes)), default=0))
 

@@ -2,27 +2,37 @@
 
 ``y = relu(x)`` where ``relu`` is ``x``'s last use: ``y`` can take ``x``'s
 exact bytes, so the pair needs one buffer, not two. Only operators whose
-portable kernels are tested to be correct when ``out`` aliases ``self``
-(`INPLACE_SAFE_OPS`) qualify, and only when shape and dtype are identical,
-so every element is read before the same element is written.
+kernels are registered as correct when ``out`` aliases ``self`` (the trait
+`OpTraits.inplace_safe`, tested kernel by kernel) qualify, and only when shape
+and dtype are identical, so every element is read before the same element is written.
 """
 
 from __future__ import annotations
 
 import torch
 
+from torchedge.exir.ir import op_name
 from torchedge.exir.tensor_spec import TensorSpec
+from torchedge.kernels.registry import op_traits, registered_operators
 
-__all__ = ["INPLACE_SAFE_OPS", "share_inplace"]
+__all__ = ["INPLACE_SAFE_OPS", "is_inplace_safe", "share_inplace"]
 
-_aten = torch.ops.aten
-INPLACE_SAFE_OPS = frozenset({
-    _aten.relu.out, _aten.hardtanh.out, _aten.sigmoid.out, _aten.tanh.out, _aten.neg.out, _aten.exp.out,
-    _aten.sqrt.out, _aten.rsqrt.out, _aten.abs.out, _aten.clamp.out,
-    _aten.add.out, _aten.sub.out, _aten.mul.out, _aten.div.out,
-    _aten.add.Scalar_out, _aten.sub.Scalar_out, _aten.mul.Scalar_out, _aten.div.Scalar_out,
-    _aten.pow.Tensor_Scalar_out,
-})
+
+def is_inplace_safe(op) -> bool:
+    """Whether the kernel of the out-variant operator ``op`` is registered as correct with
+    out aliasing self."""
+    return isinstance(op, torch._ops.OpOverload) and op_traits(op_name(op)).inplace_safe
+
+
+def _overload(name: str) -> torch._ops.OpOverload:
+    """The PyTorch operator of a registered name (``aten::add.out`` -> ``torch.ops.aten.add.out``)."""
+    namespace, qualified = name.split("::")
+    packet, overload = qualified.split(".")
+    return getattr(getattr(getattr(torch.ops, namespace), packet), overload)
+
+
+# The operators `share_inplace` may write over their input, read from the kernel registry.
+INPLACE_SAFE_OPS = frozenset(_overload(name) for name in registered_operators() if op_traits(name).inplace_safe)
 
 
 def _spec(node) -> TensorSpec | None:
@@ -43,9 +53,9 @@ def share_inplace(graph_module: torch.fx.GraphModule, excluded: set[int],
     for node in nodes:
         spec = _spec(node)
         if spec is not None:
-            owner = id(spec.placement_owner())
+            key = id(spec.placement_owner())
             end = max((position[u] for u in node.users), default=position[node])
-            last_use[owner] = max(last_use.get(owner, -1), end)
+            last_use[key] = max(last_use.get(key, -1), end)
     shared = 0
     for node in nodes:
         if node.op != "call_function" or node.target not in safe_ops or not node.args:

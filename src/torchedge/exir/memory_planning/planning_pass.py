@@ -8,18 +8,19 @@ Adapts an out-variant graph to the pure functions beside it: it collects one
 from __future__ import annotations
 
 import operator
+from collections.abc import Set
 
 import torch
 
 from torchedge.errors import ExportError
-from torchedge.exir.backend.lowered_module import executorch_call_delegate
+from torchedge.exir.ir import is_delegate_call
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
 from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, align_up, lower_bound
 from torchedge.exir.memory_planning.inplace import share_inplace
 from torchedge.exir.op_schema import is_inplace
 from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
-from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
 from torchedge.exir.tensor_spec import TensorSpec
 
@@ -51,7 +52,7 @@ def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str],
             parent_spec = node.args[0].meta.get("spec")
             if isinstance(parent_spec, (tuple, list)):
                 node.meta["spec"] = parent_spec[node.args[1]]
-        elif node.op == "call_function" and node.target is executorch_call_delegate:
+        elif is_delegate_call(node):
             node.meta["spec"] = tuple(buffer.meta["spec"] for buffer in node.kwargs["out"])
         elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
             outs = [buffer.meta["spec"] for a in node.target._schema.arguments
@@ -102,7 +103,7 @@ def _static_output(node: torch.fx.Node, spec: TensorSpec) -> TensorSpec:
     return spec
 
 
-def planned_specs(graph_module: torch.fx.GraphModule, skip: set[int] = frozenset()) -> list[tuple[str, TensorSpec]]:
+def planned_specs(graph_module: torch.fx.GraphModule, skip: Set[int] = frozenset()) -> list[tuple[str, TensorSpec]]:
     """Specs that need planned memory, each with the name of the node that writes it.
 
     ``lifetime`` is filled in (node indices): a tensor lives from the node that

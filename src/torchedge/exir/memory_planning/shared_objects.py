@@ -36,7 +36,7 @@ def _slot(slabs: list[_Slab], allocations: list[Allocation], i: int, sizes: list
         if top is None:
             return slab, 0
     for slab, top in zip(slabs, tops):
-        if top > 0 and top + sizes[i] <= slab.size:
+        if top is not None and top > 0 and top + sizes[i] <= slab.size:
             return slab, top
     return None
 

@@ -20,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import ConstantArgument, InputKind, InputSpec, TensorArgument
 
 from torchedge.exir.dialects.quantized import is_dequantize
+from torchedge.exir.ir import constant_value
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.mutable_state import mutable_buffers
 
@@ -55,7 +57,7 @@ def _constant_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
     for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
         for name, fqn in mapping.items():
             if name not in state:
-                values[name] = ep.state_dict[fqn] if fqn in ep.state_dict else ep.constants[fqn]
+                values[name] = constant_value(ep, fqn)
     return values
 
 
@@ -130,7 +132,7 @@ def _frozen(value):
     return type(value), value
 
 
-def _evaluate(graph: torch.fx.Graph, known: dict[torch.fx.Node, object]) -> None:
+def _evaluate(graph: torch.fx.Graph, known: dict[torch.fx.Node, Any]) -> None:
     """Add to ``known`` every node computable from the nodes already in it; a call identical
     to an earlier one (same operator, same arguments) shares its value instead of running again."""
     same: dict[torch.fx.Node, torch.fx.Node] = {}  # node -> the first node computing the same value
@@ -162,7 +164,7 @@ def _transposed_weight(node: torch.fx.Node, known: dict) -> torch.fx.Node | None
     if node.target is not aten.permute_copy.default or node not in known:
         return None
     weight = node.args[0]
-    if weight.op != "placeholder" or known.get(weight) is None or known[weight].dim() != 2:
+    if not isinstance(weight, torch.fx.Node) or weight.op != "placeholder" or known.get(weight) is None or known[weight].dim() != 2:
         return None
     if [d % 2 for d in node.args[1]] != [1, 0] or all(u in known for u in node.users):
         return None

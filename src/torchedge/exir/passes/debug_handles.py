@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.pass_base import PassBase, PassResult
 
 __all__ = ["DebugHandlePass", "inherit_debug_info"]
 

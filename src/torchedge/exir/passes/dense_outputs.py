@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.tensor_spec import describable_by_dim_order
 
 __all__ = ["DenseOutputsPass"]

@@ -34,8 +34,8 @@ import operator
 
 import torch
 
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
-from torchedge.exir.passes.pass_base import PassBase, PassResult
 
 __all__ = ["FuseKernelsPass", "NAMESPACE", "define_fused_ops", "fused_ops"]
 

@@ -23,10 +23,10 @@ from torch.export.graph_signature import ExportGraphSignature, InputKind, Output
 
 from torchedge.errors import ExportError
 from torchedge.exir import memory
-from torchedge.exir.memory_planning.inplace import INPLACE_SAFE_OPS
+from torchedge.exir.memory_planning.inplace import is_inplace_safe
 from torchedge.exir.op_schema import out_variant
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
-from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
 
 __all__ = ["Mutation", "mutations", "mutable_buffers", "check_mutations", "MutableStatePass", "OUT_TO"]
@@ -71,7 +71,7 @@ def mutations(signature: ExportGraphSignature) -> list[Mutation]:
 
 def mutable_buffers(signature: ExportGraphSignature) -> dict[str, str]:
     """Placeholder name -> fully qualified name of every buffer (or parameter) the program mutates."""
-    return {m.target: m.fqn for m in mutations(signature) if m.is_buffer}
+    return {m.target: m.fqn for m in mutations(signature) if m.is_buffer and m.target is not None and m.fqn is not None}
 
 
 def check_mutations(ep, traced=None) -> None:
@@ -120,7 +120,7 @@ def _writes_over_first_argument(node: torch.fx.Node) -> bool:
     if not isinstance(op, torch._ops.OpOverload) or op._schema.is_mutable:
         return False
     try:
-        return out_variant(op) in INPLACE_SAFE_OPS and _same_tensor_type(node, node.args[0])
+        return is_inplace_safe(out_variant(op)) and _same_tensor_type(node, node.args[0])
     except ExportError:
         return False
 
@@ -147,6 +147,8 @@ def _inplace_chain(target: torch.fx.Node, value: torch.fx.Node) -> list[torch.fx
         if not _writes_over_first_argument(node) or not _same_tensor_type(node, target):
             return None
         links.append(node)
+        if not isinstance(node.args[0], torch.fx.Node):
+            return None
         node = node.args[0]
     links.reverse()
     if any(list(a.users) != [b] for a, b in zip(links, links[1:])):
@@ -163,7 +165,7 @@ def _inplace_chain(target: torch.fx.Node, value: torch.fx.Node) -> list[torch.fx
 
 
 def _flat_nodes(args) -> list[torch.fx.Node]:
-    found = []
+    found: list[torch.fx.Node] = []
     torch.fx.node.map_arg(args, found.append)
     return found
 

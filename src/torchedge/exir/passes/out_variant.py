@@ -12,24 +12,16 @@ import operator
 import torch
 
 from torchedge.errors import ExportError
-from torchedge.exir.backend.lowered_module import executorch_call_delegate
+from torchedge.exir.ir import bind_arguments, is_delegate_call
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import is_inplace, is_out_variant, out_argument_names, out_variant
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.mutable_state import OUT_TO
-from torchedge.exir.passes.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
 from torchedge.exir.symbolic import is_scalar_call, upper_bound_shape
 
-__all__ = ["OutVariantPass", "bind_arguments"]
-
-
-def bind_arguments(op: torch._ops.OpOverload, args, kwargs) -> dict:
-    """Map a call's positional and keyword arguments to the schema's argument names."""
-    bound = dict(kwargs)
-    for schema_arg, value in zip(op._schema.arguments, args):
-        bound[schema_arg.name] = value
-    return bound
+__all__ = ["OutVariantPass"]
 
 
 def _argument(op, name: str):
@@ -48,7 +40,7 @@ class OutVariantPass(PassBase):
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target in (operator.getitem, view) or is_scalar_call(node):
                 continue
-            if node.target is executorch_call_delegate:
+            if is_delegate_call(node):
                 self._add_delegate_outputs(graph, node)
                 modified = True
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.symbolic import is_scalar_call
 
 __all__ = ["RemoveAssertsPass"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
-from torchedge.exir.passes.pass_base import PassBase, PassResult
 
 __all__ = ["ScalarToTensorPass"]
 

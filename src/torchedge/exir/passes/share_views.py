@@ -8,10 +8,12 @@ planned memory.
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 import torch
 
 from torchedge.exir import memory
-from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.symbolic import is_dynamic
 
 __all__ = ["ShareViewsPass"]
@@ -25,7 +27,7 @@ def _is_contiguous(node: torch.fx.Node) -> bool:
 
 
 class ShareViewsPass(PassBase):
-    def __init__(self, constant_names: set[str] = frozenset()):
+    def __init__(self, constant_names: Set[str] = frozenset()):
         super().__init__()
         self.constant_names = set(constant_names)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from torchedge.exir.op_schema import view_copy_variant
-from torchedge.exir.passes.pass_base import PassBase, PassResult
+from torchedge.exir.pass_base import PassBase, PassResult
 
 __all__ = ["ViewToCopyPass"]
 

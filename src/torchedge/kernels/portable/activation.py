@@ -15,12 +15,13 @@ from torchedge.kernels.portable.comparison import fast_clamp, clamp, keep_signed
 from torchedge.kernels.portable.elementwise import SAME, check_same_dtype, opmath_buffer, store, unary_kernel
 from torchedge.kernels.portable.special import _P32, _Q32, ErfRational, erf
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_inputs, same_as
 
 __all__ = ["relu", "hardtanh", "gelu", "elu", "leaky_relu", "hardsigmoid", "hardswish", "silu", "logit", "softmax",
            "log_softmax"]
 
 
-@register_kernel("aten::relu.out")
+@register_kernel("aten::relu.out", shape=broadcast_inputs, inplace_safe=True)
 def relu(self, out):
     check(self.dtype != BOOL, "aten::relu.out", "boolean inputs are not supported")
     if fast_clamp(self, 0, None, out):  # float32/float64 without zeros: one pass
@@ -34,7 +35,7 @@ def relu(self, out):
             keep_signed_zeros(out, self)  # relu(-0.0) is -0.0, as in ATen
 
 
-@register_kernel("aten::hardtanh.out")
+@register_kernel("aten::hardtanh.out", shape=broadcast_inputs, inplace_safe=True)
 def hardtanh(self, min_val, max_val, out):
     op = "aten::hardtanh.out"
     check(self.dtype != BOOL, op, "boolean inputs are not supported")
@@ -52,7 +53,7 @@ def _float_buffer(op: str, self, out):
     return opmath_buffer(out, self.dtype, self)
 
 
-@register_kernel("aten::elu.out")
+@register_kernel("aten::elu.out", shape=broadcast_inputs)
 def elu(self, alpha, scale, input_scale, out):
     """``expm1(x * input_scale) * alpha * scale`` where x <= 0 (and for nan), else ``x * scale``."""
     buf = _float_buffer("aten::elu.out", self, out)
@@ -64,7 +65,7 @@ def elu(self, alpha, scale, input_scale, out):
     store(out, buf, self.dtype)
 
 
-@register_kernel("aten::leaky_relu.out")
+@register_kernel("aten::leaky_relu.out", shape=broadcast_inputs)
 def leaky_relu(self, negative_slope, out):
     buf = _float_buffer("aten::leaky_relu.out", self, out)
     with quiet():
@@ -98,12 +99,14 @@ def _silu(self, buf):  # x / (1 + exp(-x)): nan at -inf, as in ATen
     np.divide(self, buf, out=buf, dtype=buf.dtype, casting="unsafe")
 
 
-hardsigmoid = register_kernel("aten::hardsigmoid.out")(unary_kernel("aten::hardsigmoid.out", _hardsigmoid, SAME, "f"))
-hardswish = register_kernel("aten::hardswish.out")(unary_kernel("aten::hardswish.out", _hardswish, SAME, "f"))
-silu = register_kernel("aten::silu.out")(unary_kernel("aten::silu.out", _silu, SAME, "f"))
+hardsigmoid = register_kernel("aten::hardsigmoid.out", shape=broadcast_inputs)(
+    unary_kernel("aten::hardsigmoid.out", _hardsigmoid, SAME, "f"))
+hardswish = register_kernel("aten::hardswish.out", shape=broadcast_inputs)(
+    unary_kernel("aten::hardswish.out", _hardswish, SAME, "f"))
+silu = register_kernel("aten::silu.out", shape=broadcast_inputs)(unary_kernel("aten::silu.out", _silu, SAME, "f"))
 
 
-@register_kernel("aten::logit.out")
+@register_kernel("aten::logit.out", shape=broadcast_inputs)
 def logit(self, eps, out):
     """``log(x / (1 - x))``, with x first clamped to ``[eps, 1 - eps]`` unless eps is None (or nan)."""
     op = "aten::logit.out"
@@ -143,7 +146,7 @@ def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
         write(out, result.reshape(x.shape))
 
 
-@register_kernel("aten::gelu.out")
+@register_kernel("aten::gelu.out", shape=broadcast_inputs)
 def gelu(self, approximate, out):
     op = "aten::gelu.out"
     check(is_floating(self.dtype), op, f"is not implemented for dtype {self.dtype}")
@@ -181,7 +184,7 @@ def _softmax_setup(op, self, dim, out):
     return self, wrap_dim(dim, self.ndim, op), out
 
 
-@register_kernel("aten::_softmax.out")
+@register_kernel("aten::_softmax.out", shape=same_as())
 def softmax(self, dim, half_to_float, out):
     self, axis, out = _softmax_setup("aten::_softmax.out", self, dim, out)
     if self.size == 0:
@@ -196,7 +199,7 @@ def softmax(self, dim, half_to_float, out):
     finish(out, buf)
 
 
-@register_kernel("aten::_log_softmax.out")
+@register_kernel("aten::_log_softmax.out", shape=same_as())
 def log_softmax(self, dim, half_to_float, out):
     self, axis, out = _softmax_setup("aten::_log_softmax.out", self, dim, out)
     if self.size == 0:

@@ -13,25 +13,37 @@ what its input and output sizes justify, whatever the kernel size, stride or pad
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Callable
 
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, pair, quiet, write
-from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col
+from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col, spatial_dims
 from torchedge.kernels.portable.pooling import (adaptive_bounds, averaging_matrix, batched, map_dims, matmul_along,
-                                                pool_divisors, pool_geometry, pool_windows, range_sums, register_dims,
+                                                pool_divisors, pool_geometry, pool_windows, range_sums,
                                                 shrinking_first, small_matrix)
 from torchedge.kernels.portable.windows import scatter_taps
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import masked, same_as
 
 __all__ = ["convolution_backward", "avg_pool_backward", "max_pool_backward", "adaptive_avg_pool_backward"]
 
 _CONV = "aten::convolution_backward.out"
 
 
-@register_kernel(_CONV)
+def _convolution_backward_shape(op: str, grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                                output_padding, groups, output_mask, out0, out1, out2) -> list[tuple]:
+    """Gradients shaped like the input, the weight and the bias (one per output channel)."""
+    spatial = spatial_dims(op, input, weight)
+    check(grad_output.ndim == input.ndim, op, f"grad_output shape {list(grad_output.shape)} does not match input "
+                                              f"shape {list(input.shape)}")
+    return masked(output_mask, [input.shape, weight.shape, (grad_output.shape[-spatial - 1],)])
+
+
+@register_kernel("aten::convolution_backward.out", shape=_convolution_backward_shape)
 def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
                          output_padding, groups, output_mask, out0, out1, out2):
     """Gradients of `convolution` w.r.t. input, weight and bias, for the outs that
@@ -152,7 +164,15 @@ def _adaptive_spread(g: np.ndarray, size: int) -> np.ndarray:
     return range_sums(g / (stop - start).astype(g.dtype)[:, None], *_covering(start, stop, size))
 
 
-for _dims in (2, 3):
-    register_dims(f"aten::avg_pool{_dims}d_backward.grad_input", avg_pool_backward, _dims)
-    register_dims(f"aten::max_pool{_dims}d_with_indices_backward.grad_input", max_pool_backward, _dims)
-    register_dims(f"aten::_adaptive_avg_pool{_dims}d_backward.out", adaptive_avg_pool_backward, _dims)
+# op name, kernel ``impl(op, dims, *schema arguments)``, spatial dims; the gradient (grad_output,
+# self, ...) has the shape of the pooled input
+_POOL_GRADIENTS: list[tuple[str, Callable, int]] = [
+    ("aten::avg_pool2d_backward.grad_input", avg_pool_backward, 2),
+    ("aten::avg_pool3d_backward.grad_input", avg_pool_backward, 3),
+    ("aten::max_pool2d_with_indices_backward.grad_input", max_pool_backward, 2),
+    ("aten::max_pool3d_with_indices_backward.grad_input", max_pool_backward, 3),
+    ("aten::_adaptive_avg_pool2d_backward.out", adaptive_avg_pool_backward, 2),
+    ("aten::_adaptive_avg_pool3d_backward.out", adaptive_avg_pool_backward, 3),
+]
+for _op, _impl, _dims in _POOL_GRADIENTS:
+    register_kernel(_op, shape=same_as(1))(functools.partial(_impl, _op, _dims))

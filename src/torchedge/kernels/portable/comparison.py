@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ from torchedge.kernels.dtypes import BOOL, can_cast, is_floating, result_type
 from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.portable.elementwise import operand, store, work_buffer
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_inputs
 
 __all__ = ["clamp", "fast_clamp", "where", "isnan", "isinf", "keep_signed_zeros"]
 
@@ -26,9 +28,18 @@ def _comparison_kernel(name: str, ufunc):
     return kernel
 
 
-for _name, _ufunc in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
-                      ("gt", np.greater), ("ge", np.greater_equal)]:
-    register_kernel(f"aten::{_name}.Scalar_out", f"aten::{_name}.Tensor_out")(_comparison_kernel(_name, _ufunc))
+# op names (Scalar and Tensor overloads), ufunc
+_COMPARISONS = [
+    ("aten::eq.Scalar_out", "aten::eq.Tensor_out", np.equal),
+    ("aten::ne.Scalar_out", "aten::ne.Tensor_out", np.not_equal),
+    ("aten::lt.Scalar_out", "aten::lt.Tensor_out", np.less),
+    ("aten::le.Scalar_out", "aten::le.Tensor_out", np.less_equal),
+    ("aten::gt.Scalar_out", "aten::gt.Tensor_out", np.greater),
+    ("aten::ge.Scalar_out", "aten::ge.Tensor_out", np.greater_equal),
+]
+for _scalar_op, _tensor_op, _ufunc in _COMPARISONS:
+    _kernel = _comparison_kernel(_scalar_op[len("aten::"):].split(".")[0], _ufunc)
+    register_kernel(_scalar_op, _tensor_op, shape=broadcast_inputs)(_kernel)
 
 
 def keep_signed_zeros(result: np.ndarray, self) -> None:
@@ -54,15 +65,13 @@ def _float_predicate(name: str, ufunc):
     return kernel
 
 
-isnan = register_kernel("aten::isnan.out")(_float_predicate("isnan", np.isnan))
-isinf = register_kernel("aten::isinf.out")(_float_predicate("isinf", np.isinf))
+isnan = register_kernel("aten::isnan.out", shape=broadcast_inputs)(_float_predicate("isnan", np.isnan))
+isinf = register_kernel("aten::isinf.out", shape=broadcast_inputs)(_float_predicate("isinf", np.isinf))
 
 
 _FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-try:
-    from numpy._core.umath import clip as _clip  # the ufunc itself: np.clip adds a Python layer
-except ImportError:  # NumPy 1.x
-    from numpy.core.umath import clip as _clip
+# the clip ufunc itself (np.clip adds a Python layer); NumPy 1.x keeps it in numpy.core
+_clip = importlib.import_module("numpy._core.umath" if hasattr(np, "_core") else "numpy.core.umath").clip
 
 
 def _plain_bound(value) -> bool:
@@ -90,7 +99,8 @@ def fast_clamp(self, min, max, out) -> bool:
     return True
 
 
-@register_kernel("aten::clamp.out", "aten::clamp.Tensor_out")
+@register_kernel("aten::clamp.out", shape=broadcast_inputs, inplace_safe=True)
+@register_kernel("aten::clamp.Tensor_out", shape=broadcast_inputs)
 def clamp(self, min, max, out):
     """``min(max(self, min), max)`` in the promoted dtype: min > max gives max, nan anywhere gives nan,
     and a zero equal to a bound keeps its own sign."""
@@ -115,7 +125,7 @@ def clamp(self, min, max, out):
     store(out, buf, dtype)
 
 
-@register_kernel("aten::where.self_out")
+@register_kernel("aten::where.self_out", shape=broadcast_inputs)
 def where(condition, self, other, out):
     dtype = result_type(self, other)
     self, other = (operand(v, dtype) for v in (self, other))

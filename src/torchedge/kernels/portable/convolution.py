@@ -28,7 +28,7 @@ from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, scatter_taps, workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["convolution", "conv_forward", "conv_transposed", "compute_dtype", "im2col", "col2im"]
+__all__ = ["spatial_dims", "convolution", "conv_forward", "conv_transposed", "compute_dtype", "im2col", "col2im"]
 
 _OP = "aten::convolution.out"
 _BIAS_COLUMN_ELEMENTS = 1 << 16  # weights up to this size are copied with the bias as an extra column
@@ -41,7 +41,57 @@ def compute_dtype(*tensors) -> np.dtype:
     return np.dtype(np.int64) if category(dtype) <= 1 else accumulate_dtype(dtype)
 
 
-@register_kernel(_OP)
+def spatial_dims(op: str, input, weight) -> int:
+    """How many spatial dims the weight convolves; the input may lack the batch dim."""
+    spatial = weight.ndim - 2
+    check(1 <= spatial <= 3, op, f"expected a 3-D to 5-D weight, got shape {list(weight.shape)}")
+    check(input.ndim in (spatial + 1, spatial + 2), op,
+          f"expected a {spatial + 2}-D (batched) or {spatial + 1}-D input, got shape {list(input.shape)}")
+    return spatial
+
+
+def _check_groups(op: str, ok: bool, channels: int, weight, groups: int) -> None:
+    check(ok, op, f"input channels ({channels}) and weight shape {list(weight.shape)} do not match groups={groups}")
+
+
+def _forward_shape(op, channels, sizes, weight, stride, padding, dilation, groups) -> tuple:
+    """(O, S') of a convolution by an (O, C/G, *k) weight."""
+    _check_groups(op, channels == weight.shape[1] * groups and weight.shape[0] % groups == 0, channels, weight, groups)
+    size = tuple(windows.output_size(*args) for args in zip(sizes, weight.shape[2:], stride, padding, dilation))
+    return weight.shape[0], size
+
+
+def _transposed_shape(op, channels, sizes, weight, stride, padding, dilation, output_padding, groups) -> tuple:
+    """(O, S') of a transposed convolution by a (C, O/G, *k) weight."""
+    _check_groups(op, weight.shape[0] == channels and channels % groups == 0, channels, weight, groups)
+    check(all(o < s or o < d for o, s, d in zip(output_padding, stride, dilation)), op,
+          f"output_padding {list(output_padding)} must be smaller than either stride or dilation")
+    return weight.shape[1] * groups, tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1 for i, k, s, p, d, o in
+                                           zip(sizes, weight.shape[2:], stride, padding, dilation, output_padding))
+
+
+def _convolution_shape(op: str, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
+                       out) -> list[tuple]:
+    """(N, C, *S) by (O, C/G, *k) gives (N, O, *S'); transposed, (C, O/G, *k) gives (N, O, *S')."""
+    spatial = spatial_dims(op, input, weight)
+    stride, padding, dilation = (pair(v, spatial, name, op) for v, name in
+                                 ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+    check(min(stride) > 0 and min(dilation) > 0 and min(padding) >= 0 and groups >= 1, op,
+          f"stride {list(stride)}, dilation {list(dilation)} and groups {groups} must be positive, "
+          f"padding {list(padding)} non-negative")
+    channels, sizes = input.shape[-spatial - 1], input.shape[-spatial:]
+    if transposed:
+        output_padding = pair(output_padding, spatial, "output_padding", op)
+        out_channels, size = _transposed_shape(op, channels, sizes, weight, stride, padding, dilation, output_padding,
+                                         groups)
+    else:
+        out_channels, size = _forward_shape(op, channels, sizes, weight, stride, padding, dilation, groups)
+    check(min(size) > 0, op, f"the output size {list(size)} is too small (input shape {list(input.shape)}, "
+                             f"weight shape {list(weight.shape)})")
+    return [input.shape[:-spatial - 1] + (out_channels,) + size]
+
+
+@register_kernel("aten::convolution.out", shape=_convolution_shape)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out):
     spatial = weight.ndim - 2
     check(1 <= spatial <= 3, _OP, f"expected a 3-D to 5-D weight, got shape {list(weight.shape)}")
@@ -247,7 +297,22 @@ def _fold_geometry(op, kernel_size, dilation, padding, stride):
                                                       (padding, "padding"), (stride, "stride")))
 
 
-@register_kernel("aten::im2col.out")
+def _blocks(op: str, size, kernel, dilation, padding, stride) -> tuple:
+    """The grid of sliding blocks over a (H, W) plane."""
+    grid = tuple(windows.output_size(*args) for args in zip(size, kernel, stride, padding, dilation))
+    check(min(grid) > 0, op, f"the kernel {list(kernel)} does not fit the padded plane {list(size)}")
+    return grid
+
+
+def _im2col_shape(op: str, self, kernel_size, dilation, padding, stride, out) -> list[tuple]:
+    """(N, C, H, W) -> (N, C*kh*kw, L) with L blocks (``nn.Unfold``); N is optional."""
+    check(self.ndim in (3, 4), op, f"expected a 3-D or 4-D input, got shape {list(self.shape)}")
+    kernel, dilation, padding, stride = _fold_geometry(op, kernel_size, dilation, padding, stride)
+    grid = _blocks(op, self.shape[-2:], kernel, dilation, padding, stride)
+    return [self.shape[:-3] + (self.shape[-3] * math.prod(kernel), math.prod(grid))]
+
+
+@register_kernel("aten::im2col.out", shape=_im2col_shape)
 def im2col_out(self, kernel_size, dilation, padding, stride, out):
     """(N, C, H, W) -> (N, C*kh*kw, L): every sliding block as a column (``nn.Unfold``)."""
     op = "aten::im2col.out"
@@ -259,7 +324,19 @@ def im2col_out(self, kernel_size, dilation, padding, stride, out):
     write(out, im2col(x, kernel, stride, padding, dilation, size, x.dtype).reshape(out.shape))
 
 
-@register_kernel("aten::col2im.out")
+def _col2im_shape(op: str, self, output_size, kernel_size, dilation, padding, stride, out) -> list[tuple]:
+    """(N, C*kh*kw, L) -> (N, C, *output_size) (``nn.Fold``); N is optional."""
+    check(self.ndim in (2, 3), op, f"expected a 2-D or 3-D input, got shape {list(self.shape)}")
+    kernel, dilation, padding, stride = _fold_geometry(op, kernel_size, dilation, padding, stride)
+    size = pair(output_size, 2, "output_size", op)
+    grid = _blocks(op, size, kernel, dilation, padding, stride)
+    taps = math.prod(kernel)
+    check(self.shape[-2] % taps == 0 and self.shape[-1] == math.prod(grid), op,
+          f"input shape {list(self.shape)} does not match kernel_size {list(kernel)} and output_size {list(size)}")
+    return [self.shape[:-2] + (self.shape[-2] // taps,) + size]
+
+
+@register_kernel("aten::col2im.out", shape=_col2im_shape)
 def col2im(self, output_size, kernel_size, dilation, padding, stride, out):
     """(N, C*kh*kw, L) -> (N, C, H, W): sums every column back into its block (``nn.Fold``)."""
     op = "aten::col2im.out"

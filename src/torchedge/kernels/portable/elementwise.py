@@ -10,6 +10,8 @@ operand of lower priority in `result_type`.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from torchedge.kernels.dtypes import (BOOL, accumulate_dtype, can_cast, category, float_result_type,
@@ -17,6 +19,7 @@ from torchedge.kernels.dtypes import (BOOL, accumulate_dtype, can_cast, category
 from torchedge.kernels.portable.common import as_scalar, check, fail, quiet, write
 from torchedge.kernels.portable.special import erf, erfinv
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_inputs
 
 __all__ = ["binary", "unary_kernel", "compute_dtype", "operand", "SAME", "FLOAT", "work_buffer", "opmath_buffer",
            "store", "check_same_dtype"]
@@ -171,41 +174,42 @@ def _sign(x, buf):
 # multi-step computations that read x only in their first step: their buffer may be x's memory
 _READS_INPUT_ONCE = {_rsqrt, _sigmoid, _erf, _erfinv}
 
-# name, computation (a ufunc, or fn(x, buffer) for several steps), promotion rule, allowed kinds (b, i, f)
+# op name, computation (a ufunc, or fn(x, buffer) for several steps), promotion rule, allowed kinds (b, i, f),
+# whether the kernel is correct with out aliasing self (`OpTraits.inplace_safe`)
 _UNARY = [
-    ("neg", np.negative, SAME, "if"),
-    ("abs", np.absolute, SAME, "if"),
-    ("sign", _sign, SAME, "bif"),
-    ("ceil", _whole(np.ceil), SAME, "if"),
-    ("floor", _whole(np.floor), SAME, "if"),
-    ("round", _whole(np.rint), SAME, "if"),  # half to even, like std::nearbyint
-    ("trunc", _whole(np.trunc), SAME, "if"),
-    ("bitwise_not", np.invert, SAME, "bi"),
-    ("sqrt", np.sqrt, FLOAT, "bif"),
-    ("rsqrt", _rsqrt, FLOAT, "bif"),
-    ("reciprocal", np.reciprocal, FLOAT, "bif"),
-    ("exp", np.exp, FLOAT, "bif"),
-    ("exp2", np.exp2, FLOAT, "bif"),
-    ("expm1", np.expm1, FLOAT, "bif"),
-    ("log", np.log, FLOAT, "bif"),
-    ("log2", np.log2, FLOAT, "bif"),
-    ("log10", np.log10, FLOAT, "bif"),
-    ("log1p", np.log1p, FLOAT, "bif"),
-    ("sin", np.sin, FLOAT, "bif"),
-    ("cos", np.cos, FLOAT, "bif"),
-    ("tan", np.tan, FLOAT, "bif"),
-    ("asin", np.arcsin, FLOAT, "bif"),
-    ("acos", np.arccos, FLOAT, "bif"),
-    ("atan", np.arctan, FLOAT, "bif"),
-    ("sinh", np.sinh, FLOAT, "bif"),
-    ("cosh", np.cosh, FLOAT, "bif"),
-    ("tanh", np.tanh, FLOAT, "bif"),
-    ("asinh", np.arcsinh, FLOAT, "bif"),
-    ("acosh", np.arccosh, FLOAT, "bif"),
-    ("atanh", np.arctanh, FLOAT, "bif"),
-    ("sigmoid", _sigmoid, FLOAT, "bif"),
-    ("erf", _erf, FLOAT, "bif"),
-    ("erfinv", _erfinv, FLOAT, "bif"),
+    ("aten::neg.out", np.negative, SAME, "if", True),
+    ("aten::abs.out", np.absolute, SAME, "if", True),
+    ("aten::sign.out", _sign, SAME, "bif", False),
+    ("aten::ceil.out", _whole(np.ceil), SAME, "if", False),
+    ("aten::floor.out", _whole(np.floor), SAME, "if", False),
+    ("aten::round.out", _whole(np.rint), SAME, "if", False),  # half to even, like std::nearbyint
+    ("aten::trunc.out", _whole(np.trunc), SAME, "if", False),
+    ("aten::bitwise_not.out", np.invert, SAME, "bi", False),
+    ("aten::sqrt.out", np.sqrt, FLOAT, "bif", True),
+    ("aten::rsqrt.out", _rsqrt, FLOAT, "bif", True),
+    ("aten::reciprocal.out", np.reciprocal, FLOAT, "bif", False),
+    ("aten::exp.out", np.exp, FLOAT, "bif", True),
+    ("aten::exp2.out", np.exp2, FLOAT, "bif", False),
+    ("aten::expm1.out", np.expm1, FLOAT, "bif", False),
+    ("aten::log.out", np.log, FLOAT, "bif", False),
+    ("aten::log2.out", np.log2, FLOAT, "bif", False),
+    ("aten::log10.out", np.log10, FLOAT, "bif", False),
+    ("aten::log1p.out", np.log1p, FLOAT, "bif", False),
+    ("aten::sin.out", np.sin, FLOAT, "bif", False),
+    ("aten::cos.out", np.cos, FLOAT, "bif", False),
+    ("aten::tan.out", np.tan, FLOAT, "bif", False),
+    ("aten::asin.out", np.arcsin, FLOAT, "bif", False),
+    ("aten::acos.out", np.arccos, FLOAT, "bif", False),
+    ("aten::atan.out", np.arctan, FLOAT, "bif", False),
+    ("aten::sinh.out", np.sinh, FLOAT, "bif", False),
+    ("aten::cosh.out", np.cosh, FLOAT, "bif", False),
+    ("aten::tanh.out", np.tanh, FLOAT, "bif", True),
+    ("aten::asinh.out", np.arcsinh, FLOAT, "bif", False),
+    ("aten::acosh.out", np.arccosh, FLOAT, "bif", False),
+    ("aten::atanh.out", np.arctanh, FLOAT, "bif", False),
+    ("aten::sigmoid.out", _sigmoid, FLOAT, "bif", True),
+    ("aten::erf.out", _erf, FLOAT, "bif", False),
+    ("aten::erfinv.out", _erfinv, FLOAT, "bif", False),
 ]
 
 
@@ -248,11 +252,11 @@ def unary_kernel(op: str, fn, rule: str, kinds: str):
     return kernel
 
 
-for _name, _fn, _rule, _kinds in _UNARY:
-    register_kernel(f"aten::{_name}.out")(unary_kernel(f"aten::{_name}.out", _fn, _rule, _kinds))
+for _op, _fn, _rule, _kinds, _inplace_safe in _UNARY:
+    register_kernel(_op, shape=broadcast_inputs, inplace_safe=_inplace_safe)(unary_kernel(_op, _fn, _rule, _kinds))
 
 
-@register_kernel("aten::round.decimals_out")
+@register_kernel("aten::round.decimals_out", shape=broadcast_inputs)
 def round_decimals(self, decimals, out):
     """``nearbyint(x * 10**d) / 10**d`` (``nearbyint(x / 10**-d) * 10**-d`` for d < 0) in opmath."""
     op = "aten::round.decimals_out"
@@ -268,7 +272,7 @@ def round_decimals(self, decimals, out):
     store(out, buf, self.dtype)
 
 
-@register_kernel("aten::logical_not.out")
+@register_kernel("aten::logical_not.out", shape=broadcast_inputs)
 def logical_not(self, out):
     np.logical_not(self, out=out, casting="unsafe")
 
@@ -321,13 +325,13 @@ _DIVISIONS = [
     (("aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::remainder.Scalar_Tensor_out"), _remainder, True),
 ]
 for _ops, _fn, _opmath in _DIVISIONS:
-    register_kernel(*_ops)(_division_kernel(_ops[0], _fn, _opmath))
+    register_kernel(*_ops, shape=broadcast_inputs)(_division_kernel(_ops[0], _fn, _opmath))
 
 _ROUNDED_DIVIDE = {mode: _division_kernel("aten::div.out_mode", fn)
                    for mode, fn in [("trunc", _trunc_divide), ("floor", _ufunc2(np.floor_divide))]}
 
 
-@register_kernel("aten::div.out_mode", "aten::div.Scalar_mode_out")
+@register_kernel("aten::div.out_mode", "aten::div.Scalar_mode_out", shape=broadcast_inputs)
 def div_mode(self, other, rounding_mode, out):
     if rounding_mode is None:
         return div(self, other, out)
@@ -336,12 +340,12 @@ def div_mode(self, other, rounding_mode, out):
     _ROUNDED_DIVIDE[rounding_mode](self, other, out)
 
 
-@register_kernel("aten::div.out", "aten::div.Scalar_out")
+@register_kernel("aten::div.out", "aten::div.Scalar_out", shape=broadcast_inputs, inplace_safe=True)
 def div(self, other, out):
     binary("aten::div.out", _ufunc2(np.true_divide), FLOAT, self, other, out)
 
 
-@register_kernel("aten::atan2.out")
+@register_kernel("aten::atan2.out", shape=broadcast_inputs)
 def atan2(self, other, out):
     binary("aten::atan2.out", _ufunc2(np.arctan2), FLOAT, self, other, out)
 
@@ -382,9 +386,12 @@ def _alpha_kernel(op: str, ufunc, kinds: str, reverse: bool = False):
     return kernel
 
 
-register_kernel("aten::add.out", "aten::add.Scalar_out")(_alpha_kernel("aten::add.out", np.add, "bif"))
-register_kernel("aten::sub.out", "aten::sub.Scalar_out")(_alpha_kernel("aten::sub.out", np.subtract, "if"))
-register_kernel("aten::rsub.Scalar_out")(_alpha_kernel("aten::rsub.Scalar_out", np.subtract, "if", reverse=True))
+register_kernel("aten::add.out", "aten::add.Scalar_out", shape=broadcast_inputs, inplace_safe=True)(
+    _alpha_kernel("aten::add.out", np.add, "bif"))
+register_kernel("aten::sub.out", "aten::sub.Scalar_out", shape=broadcast_inputs, inplace_safe=True)(
+    _alpha_kernel("aten::sub.out", np.subtract, "if"))
+register_kernel("aten::rsub.Scalar_out", shape=broadcast_inputs)(
+    _alpha_kernel("aten::rsub.Scalar_out", np.subtract, "if", reverse=True))
 
 
 def _integer_power(a, b, out, dtype):
@@ -443,7 +450,7 @@ def _sqrt(x, buf):
 
 # Floating-point x ** e for exponents ATen (or repeated multiplication) computes without pow:
 # 2, 3, -2 as products (PowKernel.cpp), 0.5, -0.5, -1 as sqrt, rsqrt and reciprocal.
-_SCALAR_POWERS = {n: _product_power(n) for n in range(2, 9)}
+_SCALAR_POWERS: dict[float, Callable] = {n: _product_power(n) for n in range(2, 9)}
 _SCALAR_POWERS.update({-2: _reciprocal_of(_product_power(2)), 0.5: _sqrt, -0.5: _reciprocal_of(_sqrt),
                        -1: _reciprocal_of(_product_power(1))})
 _REREADS_INPUT = frozenset({3, 5, 7})  # their buffer must not be the input's memory
@@ -463,7 +470,8 @@ def _bfloat16_cube(x, buf):
 _BFLOAT16_POWERS = {3: _bfloat16_cube, -2: _reciprocal_of(_bfloat16_square)}
 
 
-@register_kernel("aten::pow.Tensor_Tensor_out", "aten::pow.Tensor_Scalar_out", "aten::pow.Scalar_out")
+@register_kernel("aten::pow.Tensor_Scalar_out", shape=broadcast_inputs, inplace_safe=True)
+@register_kernel("aten::pow.Tensor_Tensor_out", "aten::pow.Scalar_out", shape=broadcast_inputs)
 def power(self, exponent, out):
     op = "aten::pow"
     if not isinstance(exponent, np.ndarray):
@@ -489,14 +497,14 @@ def power(self, exponent, out):
     binary(op, _power, SAME, self, exponent, out, kinds="if")
 
 
-# op names, ufunc, allowed kinds
+# op names, ufunc, allowed kinds, whether correct with out aliasing self
 _BINARY = [
-    (("aten::mul.out", "aten::mul.Scalar_out"), np.multiply, "bif"),
-    (("aten::minimum.out",), np.minimum, "bif"),
-    (("aten::maximum.out",), np.maximum, "bif"),
-    (("aten::bitwise_and.Tensor_out", "aten::bitwise_and.Scalar_out"), np.bitwise_and, "bi"),
-    (("aten::bitwise_or.Tensor_out", "aten::bitwise_or.Scalar_out"), np.bitwise_or, "bi"),
-    (("aten::bitwise_xor.Tensor_out", "aten::bitwise_xor.Scalar_out"), np.bitwise_xor, "bi"),
+    (("aten::mul.out", "aten::mul.Scalar_out"), np.multiply, "bif", True),
+    (("aten::minimum.out",), np.minimum, "bif", False),
+    (("aten::maximum.out",), np.maximum, "bif", False),
+    (("aten::bitwise_and.Tensor_out", "aten::bitwise_and.Scalar_out"), np.bitwise_and, "bi", False),
+    (("aten::bitwise_or.Tensor_out", "aten::bitwise_or.Scalar_out"), np.bitwise_or, "bi", False),
+    (("aten::bitwise_xor.Tensor_out", "aten::bitwise_xor.Scalar_out"), np.bitwise_xor, "bi", False),
 ]
 
 
@@ -510,8 +518,9 @@ def _binary_kernel(op: str, ufunc, kinds: str):
     return kernel
 
 
-for _ops, _ufunc, _kinds in _BINARY:
-    register_kernel(*_ops)(_binary_kernel(_ops[0], _ufunc, _kinds))
+for _ops, _ufunc, _kinds, _inplace_safe in _BINARY:
+    _kernel = _binary_kernel(_ops[0], _ufunc, _kinds)
+    register_kernel(*_ops, shape=broadcast_inputs, inplace_safe=_inplace_safe)(_kernel)
 
 
 def _logical_kernel(ufunc):
@@ -522,5 +531,6 @@ def _logical_kernel(ufunc):
     return kernel
 
 
-for _name, _ufunc in [("and", np.logical_and), ("or", np.logical_or), ("xor", np.logical_xor)]:
-    register_kernel(f"aten::logical_{_name}.out")(_logical_kernel(_ufunc))
+for _op, _logical in [("aten::logical_and.out", np.logical_and), ("aten::logical_or.out", np.logical_or),
+                      ("aten::logical_xor.out", np.logical_xor)]:
+    register_kernel(_op, shape=broadcast_inputs)(_logical_kernel(_logical))

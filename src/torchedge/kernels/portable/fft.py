@@ -11,6 +11,7 @@ import numpy as np
 
 from torchedge.kernels.portable.common import check, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import replaced, same_as
 
 __all__ = ["fft_r2c", "fft_c2r", "fft_c2c"]
 
@@ -27,7 +28,18 @@ def _axes(op, x, dim, normalization):
     return axes
 
 
-@register_kernel("aten::_fft_r2c.out")
+def _last_axis(op: str, self, dim) -> int:
+    check(len(dim) > 0, op, "expected at least one dim to transform")
+    return wrap_dim(dim[-1], self.ndim, op)
+
+
+def _fft_r2c_shape(op: str, self, dim, normalization, onesided, out) -> list[tuple]:
+    """One-sided, the last transformed dim keeps its n // 2 + 1 non-negative frequencies."""
+    axis = _last_axis(op, self, dim)
+    return [replaced(self.shape, axis, self.shape[axis] // 2 + 1) if onesided else self.shape]
+
+
+@register_kernel("aten::_fft_r2c.out", shape=_fft_r2c_shape)
 def fft_r2c(self, dim, normalization, onesided, out):
     """Forward transform of a real tensor; ``onesided`` keeps the last dim's non-negative
     frequencies only (n // 2 + 1 of them)."""
@@ -38,7 +50,12 @@ def fft_r2c(self, dim, normalization, onesided, out):
     write(out, transform(self, axes=axes, norm=_FORWARD_NORM[normalization]))
 
 
-@register_kernel("aten::_fft_c2r.out")
+def _fft_c2r_shape(op: str, self, dim, normalization, last_dim_size, out) -> list[tuple]:
+    check(last_dim_size > 0, op, f"last_dim_size must be positive, got {last_dim_size}")
+    return [replaced(self.shape, _last_axis(op, self, dim), last_dim_size)]
+
+
+@register_kernel("aten::_fft_c2r.out", shape=_fft_c2r_shape)
 def fft_c2r(self, dim, normalization, last_dim_size, out):
     """Inverse transform of a one-sided spectrum to a real tensor whose last transformed
     dim has ``last_dim_size`` elements."""
@@ -50,7 +67,7 @@ def fft_c2r(self, dim, normalization, last_dim_size, out):
     write(out, np.fft.irfftn(self, s=sizes, axes=axes, norm=_INVERSE_NORM[normalization]))
 
 
-@register_kernel("aten::_fft_c2c.out")
+@register_kernel("aten::_fft_c2c.out", shape=same_as())
 def fft_c2c(self, dim, normalization, forward, out):
     """Forward or inverse complex transform over ``dim`` (an empty list copies)."""
     op = "aten::_fft_c2c.out"

@@ -29,6 +29,7 @@ from torchedge.kernels.portable.activation import _gelu_erf_float32
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.comparison import _clip
 from torchedge.kernels.portable.convolution import conv_forward
+from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
@@ -52,7 +53,16 @@ def _check_float(op: str, *arrays) -> np.dtype:
 # -- attention ---------------------------------------------------------------------------
 
 
-@register_kernel(f"{NAMESPACE}::attention.out")
+def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
+    """(..., Sq, D) queries against (..., Sk, D) keys weigh (..., Sk, Dv) values: (..., Sq, Dv)."""
+    q, k, v = query.shape, key.shape, value.shape
+    check(len(q) >= 2 and len(k) == len(q) and len(v) == len(q) and k[:-2] == q[:-2] and v[:-2] == q[:-2]
+          and k[-1] == q[-1] and v[-2] == k[-2], op,
+          f"shapes do not match: query {list(q)}, key {list(k)}, value {list(v)}")
+    return [q[:-1] + v[-1:]]
+
+
+@register_kernel("torchedge_fused::attention.out", shape=_attention_shape)
 def attention(query, key, value, mask, scale, out):
     op = f"{NAMESPACE}::attention.out"
     dtype = _check_float(op, query, key, value, out)
@@ -159,7 +169,19 @@ def _activate(out, activation: str, low: float, high: float) -> None:
             fail("torchedge_fused", f"unknown activation {activation!r} (expected one of {list(ACTIVATIONS)})")
 
 
-@register_kernel(f"{NAMESPACE}::conv_bn_act.out")
+def _conv_bn_act_shape(op: str, input, weight, bias, stride, padding, padding_after, dilation, groups, bn_weight,
+                       bn_bias, bn_mean, bn_var, eps, activation, low, high, out) -> list[tuple]:
+    """(N, C, *S) by (O, C/G, *k), zeros ``padding`` before and ``padding_after`` after each spatial dim."""
+    spatial = weight.ndim - 2
+    check(input.ndim == spatial + 2 and input.shape[1] == weight.shape[1] * groups, op,
+          f"input shape {list(input.shape)} does not match weight shape {list(weight.shape)} and groups={groups}")
+    size = tuple((i + p + q - d * (k - 1) - 1) // s + 1 for i, k, s, p, q, d in
+                 zip(input.shape[2:], weight.shape[2:], stride, padding, padding_after, dilation))
+    check(min(size, default=1) > 0, op, f"the kernel {list(weight.shape[2:])} is larger than the padded input")
+    return [(input.shape[0], weight.shape[0]) + size]
+
+
+@register_kernel("torchedge_fused::conv_bn_act.out", shape=_conv_bn_act_shape)
 def conv_bn_act(input, weight, bias, stride, padding, padding_after, dilation, groups, bn_weight, bn_bias,
                 bn_mean, bn_var, eps, activation, low, high, out):
     """``activation(batch_norm(convolution(pad(input))))``: ``padding`` and ``padding_after`` are
@@ -187,7 +209,12 @@ def conv_bn_act(input, weight, bias, stride, padding, padding_after, dilation, g
 # -- linear + activation -----------------------------------------------------------------------
 
 
-@register_kernel(f"{NAMESPACE}::linear_act.out")
+def _linear_act_shape(op: str, input, weight, bias, activation, out) -> list[tuple]:
+    """(M, K) @ (K, N): (M, N)."""
+    return [product_shape(op, input.shape, weight.shape, 2)]
+
+
+@register_kernel("torchedge_fused::linear_act.out", shape=_linear_act_shape)
 def linear_act(input, weight, bias, activation, out):
     """``activation(input @ weight + bias)`` for a (M, K) input and a (K, N) weight (``addmm``'s
     operands: the weight is already transposed)."""

@@ -9,6 +9,7 @@ from torchedge.kernels.allocator import allocate_output
 from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype
 from torchedge.kernels.portable.common import check, quiet, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_inputs, broadcast_shapes, replaced, same_as
 
 __all__ = ["index_key", "index", "index_select", "gather", "embedding", "embedding_bag", "embedding_dense_backward",
            "nonzero", "masked_select", "masked_fill", "tril"]
@@ -46,12 +47,67 @@ def index_key(op: str, self: np.ndarray, indices) -> tuple:
     return tuple(key)
 
 
-@register_kernel("aten::index.Tensor_out")
+def _is_mask(index: np.ndarray) -> bool:
+    return index.dtype == np.bool_ or index.dtype == np.uint8  # a uint8 index is a (legacy) mask
+
+
+def index_shape(op: str, shape: tuple, indices) -> tuple:
+    """The shape of ATen's (and NumPy's) advanced indexing ``self[indices]``.
+
+    None keeps a dim; index tensors broadcast together, and their shape replaces the dims
+    they index: where the first of them stood when they are adjacent, in front otherwise.
+    A mask over k dims acts as one index of its number of true values: the only place a
+    shape function reads data, since that count is the output size.
+    """
+    check(len(indices) <= len(shape), op, f"too many indices ({len(indices)}) for a tensor of {len(shape)} dims")
+    before: list[int] = []  # kept dims before / after the first index tensor, index shapes
+    after: list[int] = []
+    indexed: list[tuple] = []
+    axis, separated = 0, False
+    for index in indices:
+        if index is None:
+            check(axis < len(shape), op, f"too many indices for a tensor of {len(shape)} dims")
+            (after if indexed else before).append(shape[axis])
+            axis += 1
+            continue
+        separated = separated or bool(after)
+        if _is_mask(index):
+            covered = shape[axis:axis + index.ndim]
+            check(index.shape == covered, op, f"the mask of shape {list(index.shape)} does not match the indexed "
+                                              f"tensor's dims {list(covered)} starting at dim {axis}")
+            indexed.append((int(np.count_nonzero(index)),))
+            axis += index.ndim
+        else:
+            check(axis < len(shape), op, f"too many indices for a tensor of {len(shape)} dims")
+            indexed.append(index.shape)
+            axis += 1
+    result = broadcast_shapes(op, *indexed) if indexed else ()
+    kept_after = tuple(after) + shape[axis:]
+    if separated:  # index tensors apart: their dims go in front
+        return result + tuple(before) + kept_after
+    return tuple(before) + result + kept_after
+
+
+def _index_shape(op: str, self, indices, out) -> list[tuple]:
+    return [index_shape(op, self.shape, indices)]
+
+
+@register_kernel("aten::index.Tensor_out", shape=_index_shape, mask_index_arg=1)
 def index(self, indices, out):
     write(out, self[index_key("aten::index.Tensor_out", self, indices)])
 
 
-@register_kernel("aten::index_select.out")
+def _index_select_shape(op: str, self, dim, index, out) -> list[tuple]:
+    """self with dim ``dim`` replaced by one entry per index (a 0-dim self stays 0-dim)."""
+    check(index.ndim <= 1, op, f"index must be 0-D or 1-D, got shape {list(index.shape)}")
+    axis = wrap_dim(dim, self.ndim, op)
+    if self.ndim == 0:
+        check(index.size == 1, op, f"indexing a 0-dim tensor takes one index, got {index.size}")
+        return [()]
+    return [replaced(self.shape, axis, index.size)]
+
+
+@register_kernel("aten::index_select.out", shape=_index_select_shape)
 def index_select(self, dim, index, out):
     op = "aten::index_select.out"
     axis = wrap_dim(dim, self.ndim, op)
@@ -63,7 +119,13 @@ def index_select(self, dim, index, out):
     write(out, np.take(self, index.reshape(-1), axis=axis))
 
 
-@register_kernel("aten::gather.out")
+def _gather_shape(op: str, self, dim, index, sparse_grad, out) -> list[tuple]:
+    wrap_dim(dim, self.ndim, op)
+    check(max(index.ndim, 1) == max(self.ndim, 1), op, f"index has {index.ndim} dims, self has {self.ndim}")
+    return [index.shape]
+
+
+@register_kernel("aten::gather.out", shape=_gather_shape)
 def gather(self, dim, index, sparse_grad, out):
     """out[i][j][k] = self[index[i][j][k]][j][k] (for dim 0); index may be smaller than
     self in the other dims."""
@@ -81,7 +143,12 @@ def gather(self, dim, index, sparse_grad, out):
     write(out, np.take_along_axis(self[window], index.astype(np.intp, copy=False), axis=axis))
 
 
-@register_kernel("aten::embedding.out")
+def _embedding_shape(op: str, weight, indices, padding_idx, scale_grad_by_freq, sparse, out) -> list[tuple]:
+    check(weight.ndim == 2, op, f"weight must be 2-D, got shape {list(weight.shape)}")
+    return [indices.shape + weight.shape[1:]]
+
+
+@register_kernel("aten::embedding.out", shape=_embedding_shape)
 def embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
     op = "aten::embedding.out"
     check(weight.ndim == 2, op, f"weight must be 2-D, got shape {list(weight.shape)}")
@@ -97,7 +164,7 @@ def _bags(op: str, offsets: np.ndarray, count: int, num_bags: int) -> np.ndarray
     to the end (with include_last_offset, ATen's reading when offsets[-1] != count)."""
     starts = offsets.reshape(-1)[:num_bags].astype(np.int64)
     if count and num_bags:
-        check(starts[0] == 0 and np.all(np.diff(starts) >= 0) and starts[-1] <= count, op,
+        check(bool(starts[0] == 0 and np.all(np.diff(starts) >= 0) and starts[-1] <= count), op,
               f"offsets must start at 0 and not decrease up to the {count} indices, got {starts.tolist()}")
     return np.clip(np.searchsorted(starts, np.arange(count), side="right") - 1, 0, max(num_bags - 1, 0))
 
@@ -115,7 +182,27 @@ def _bag_max(rows, bag, picked, num_bags):
     return np.where(found, best, 0), np.where(found, picked[np.minimum(first, len(rows) - 1)], 0)
 
 
-@register_kernel("aten::_embedding_bag.out", "aten::_embedding_bag_forward_only.out")
+_FAST_SUM_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _embedding_bag_shape(op: str, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                         include_last_offset, padding_idx, out0, out1, out2, out3) -> list[tuple]:
+    """ATen's four outputs: the bags' rows; the bag of each index (empty on the fast path
+    of sum-mode bags over float, half or bfloat16 weights without padding_idx); the bag
+    sizes; the max rows' indices (mode 2), else the bag sizes' shape. ``_embedding_bag``
+    sizes bags per bag, the forward-only variant per offset in sum mode."""
+    check(weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1, op,
+          f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
+          f"{list(indices.shape)}, {list(offsets.shape)}")
+    bags = offsets.shape[0] - bool(include_last_offset)
+    check(bags >= 0, op, "include_last_offset needs at least one offset")
+    rows = (bags, weight.shape[1])
+    fast = mode == 0 and weight.dtype.name in _FAST_SUM_DTYPES and padding_idx < 0
+    sizes = offsets.shape if mode == 0 and op == "aten::_embedding_bag_forward_only.out" else (bags,)
+    return [rows, (0,) if fast else indices.shape, sizes, rows if mode == 2 else sizes]
+
+
+@register_kernel("aten::_embedding_bag.out", "aten::_embedding_bag_forward_only.out", shape=_embedding_bag_shape)
 def embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
                   include_last_offset, padding_idx, out0, out1, out2, out3):
     """Sum (mode 0, optionally weighted per index), mean (1) or max (2) of the weight rows of
@@ -152,7 +239,13 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, pe
     write(out3, max_indices)
 
 
-@register_kernel("aten::embedding_dense_backward.out")
+def _embedding_dense_backward_shape(op: str, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq,
+                                    out) -> list[tuple]:
+    check(grad_output.ndim > 0, op, "grad_output must have a feature dim")
+    return [(num_weights, grad_output.shape[-1])]
+
+
+@register_kernel("aten::embedding_dense_backward.out", shape=_embedding_dense_backward_shape)
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, out):
     """The weight gradient of embedding: each index's gradient row added to its weight row
     (divided by how often the index occurs with scale_grad_by_freq); padding_idx gets none."""
@@ -168,7 +261,7 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, sca
     write(out, result)
 
 
-@register_kernel("aten::nonzero.out")
+@register_kernel("aten::nonzero.out", data_dependent=True)
 def nonzero(self, out):
     """The (n, ndim) int64 coordinates of the nonzero (or nan) elements, in row-major order;
     the output size depends on the data, so the result is allocated, not written to out."""
@@ -179,7 +272,7 @@ def nonzero(self, out):
     return result
 
 
-@register_kernel("aten::masked_select.out")
+@register_kernel("aten::masked_select.out", data_dependent=True)
 def masked_select(self, mask, out):
     """The elements of broadcast(self, mask) where mask is true, as an allocated 1-D tensor."""
     op = "aten::masked_select.out"
@@ -191,13 +284,13 @@ def masked_select(self, mask, out):
     return result
 
 
-@register_kernel("aten::masked_fill.Scalar_out")
+@register_kernel("aten::masked_fill.Scalar_out", shape=broadcast_inputs)
 def masked_fill(self, mask, value, out):
     write(out, self)
     np.copyto(out, value, casting="unsafe", where=mask.astype(BOOL, copy=False))
 
 
-@register_kernel("aten::tril.out")
+@register_kernel("aten::tril.out", shape=same_as())
 def tril(self, diagonal, out):
     """Zero the entries above the ``diagonal``-th diagonal of the last two dims."""
     check(self.ndim >= 2, "aten::tril.out", f"expects at least 2 dims, got shape {list(self.shape)}")

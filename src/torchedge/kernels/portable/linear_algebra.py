@@ -7,8 +7,9 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import as_scalar, check, fail, finish, quiet
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_shapes
 
-__all__ = ["matmul_into", "mm", "bmm", "addmm"]
+__all__ = ["matmul_into", "product_shape", "mm", "bmm", "addmm"]
 
 
 def matmul_into(a: np.ndarray, b: np.ndarray, out: np.ndarray, dtype) -> np.ndarray:
@@ -40,7 +41,18 @@ def _check_matrices(op: str, a: np.ndarray, b: np.ndarray, ndim: int) -> None:
         fail(op, f"shapes {list(a.shape)} and {list(b.shape)} cannot be multiplied")
 
 
-@register_kernel("aten::mm.out")
+def product_shape(op: str, a: tuple, b: tuple, ndim: int) -> tuple:
+    """The shape of ``a @ b`` for two ``ndim``-D operands (bmm: equal batch sizes)."""
+    check(len(a) == ndim and len(b) == ndim, op, f"expected {ndim}-D tensors, got shapes {list(a)} and {list(b)}")
+    check(a[-1] == b[-2] and a[:-2] == b[:-2], op, f"shapes {list(a)} and {list(b)} cannot be multiplied")
+    return a[:-1] + b[-1:]
+
+
+def _mm_shape(op: str, self, mat2, out) -> list[tuple]:
+    return [product_shape(op, self.shape, mat2.shape, 2)]
+
+
+@register_kernel("aten::mm.out", shape=_mm_shape)
 def mm(self, mat2, out):
     _check_matrices("aten::mm.out", self, mat2, 2)
     if _plain_f32(self, mat2, out):
@@ -49,7 +61,11 @@ def mm(self, mat2, out):
     finish(out, matmul_into(self, mat2, out, result_type(self, mat2)))
 
 
-@register_kernel("aten::bmm.out")
+def _bmm_shape(op: str, self, mat2, out) -> list[tuple]:
+    return [product_shape(op, self.shape, mat2.shape, 3)]
+
+
+@register_kernel("aten::bmm.out", shape=_bmm_shape)
 def bmm(self, mat2, out):
     _check_matrices("aten::bmm.out", self, mat2, 3)
     check(self.shape[0] == mat2.shape[0], "aten::bmm.out", f"batch sizes differ: {self.shape[0]} and {mat2.shape[0]}")
@@ -59,7 +75,15 @@ def bmm(self, mat2, out):
     finish(out, matmul_into(self, mat2, out, result_type(self, mat2)))
 
 
-@register_kernel("aten::addmm.out")
+def _addmm_shape(op: str, self, mat1, mat2, beta, alpha, out) -> list[tuple]:
+    """``beta * self + alpha * (mat1 @ mat2)``: self broadcasts to the product's shape."""
+    shape = product_shape(op, mat1.shape, mat2.shape, 2)
+    check(broadcast_shapes(op, self.shape, shape) == shape, op,
+          f"self of shape {list(self.shape)} cannot be broadcast to the product's shape {list(shape)}")
+    return [shape]
+
+
+@register_kernel("aten::addmm.out", shape=_addmm_shape)
 def addmm(self, mat1, mat2, beta, alpha, out):
     """``beta * self + alpha * (mat1 @ mat2)``; with beta == 0, self is ignored (even nan)."""
     _check_matrices("aten::addmm.out", mat1, mat2, 2)

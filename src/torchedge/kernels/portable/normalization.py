@@ -9,12 +9,26 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import masked
 
 __all__ = ["batch_norm_no_training", "layer_norm", "batch_norm", "batch_norm_no_stats", "group_norm",
            "layer_norm_backward", "group_norm_backward"]
 
 
-@register_kernel("aten::_native_batch_norm_legit_no_training.out")
+def _batch_norm_outputs(op: str, input, training: bool) -> list[tuple]:
+    """The output and the saved mean and invstd: one per channel (dim 1) in training,
+    empty in inference (as in ATen)."""
+    check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+    stats = (input.shape[1],) if training else (0,)
+    return [input.shape, stats, stats]
+
+
+def _batch_norm_no_training_shape(op: str, input, weight, bias, running_mean, running_var, momentum, eps, out0, out1,
+                                  out2) -> list[tuple]:
+    return _batch_norm_outputs(op, input, False)
+
+
+@register_kernel("aten::_native_batch_norm_legit_no_training.out", shape=_batch_norm_no_training_shape)
 def batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps, out0, out1, out2):
     """``input * scale + shift`` per channel (dim 1), with ``scale = weight / sqrt(var + eps)``
     and ``shift = bias - mean * scale``, as ATen's CPU kernel folds it. The saved mean and
@@ -44,7 +58,21 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
     finish(out0, buf)
 
 
-@register_kernel("aten::native_layer_norm.out")
+def _check_normalized_shape(op: str, input, normalized_shape) -> int:
+    k = len(normalized_shape)
+    check(0 < k <= input.ndim and input.shape[input.ndim - k:] == tuple(normalized_shape), op,
+          f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}")
+    return k
+
+
+def _layer_norm_shape(op: str, input, normalized_shape, weight, bias, eps, out0, out1, out2) -> list[tuple]:
+    """The output, and mean and rstd shaped like the input with the normalized dims set to 1."""
+    k = _check_normalized_shape(op, input, normalized_shape)
+    stats = input.shape[:input.ndim - k] + (1,) * k
+    return [input.shape, stats, stats]
+
+
+@register_kernel("aten::native_layer_norm.out", shape=_layer_norm_shape)
 def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     """Normalise over the trailing ``normalized_shape`` dims; out1/out2 get mean and rstd
     (biased variance), shaped like the input with those dims set to 1."""
@@ -86,7 +114,12 @@ def _per_channel(values, ndim):
     return values.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-@register_kernel("aten::_native_batch_norm_legit.out")
+def _batch_norm_shape(op: str, input, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean,
+                      save_invstd) -> list[tuple]:
+    return _batch_norm_outputs(op, input, training)
+
+
+@register_kernel("aten::_native_batch_norm_legit.out", shape=_batch_norm_shape)
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean,
                save_invstd):
     """Training: normalise with the batch statistics of every channel (dim 1), save them
@@ -101,7 +134,12 @@ def batch_norm(input, weight, bias, running_mean, running_var, training, momentu
                          momentum, eps, out, save_mean, save_invstd)
 
 
-@register_kernel("aten::_native_batch_norm_legit.no_stats_out")
+def _batch_norm_no_stats_shape(op: str, input, weight, bias, training, momentum, eps, out, save_mean,
+                               save_invstd) -> list[tuple]:
+    return _batch_norm_outputs(op, input, True)  # without running stats only training is defined
+
+
+@register_kernel("aten::_native_batch_norm_legit.no_stats_out", shape=_batch_norm_no_stats_shape)
 def batch_norm_no_stats(input, weight, bias, training, momentum, eps, out, save_mean, save_invstd):
     """Batch norm without running stats: only training mode (batch statistics) is defined."""
     op = "aten::_native_batch_norm_legit.no_stats_out"
@@ -137,7 +175,14 @@ def _batch_norm_training(op, input, weight, bias, running_mean, running_var, mom
             write(running_var, (1 - momentum) * running_var.astype(acc) + momentum * var * (count / (count - 1)))
 
 
-@register_kernel("aten::native_group_norm.out")
+def _group_norm_shape(op: str, input, weight, bias, N, C, HxW, group, eps, out0, out1, out2) -> list[tuple]:
+    """The output, and (N, group) mean and rstd."""
+    check(input.shape[:2] == (N, C) and input.size == N * C * HxW, op,
+          f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}")
+    return [input.shape, (N, group), (N, group)]
+
+
+@register_kernel("aten::native_group_norm.out", shape=_group_norm_shape)
 def group_norm(input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):
     """Normalise each of ``group`` channel groups of every sample over its channels and
     positions; out1/out2 get the (N, group) mean and 1 / sqrt(biased var + eps)."""
@@ -168,7 +213,14 @@ def group_norm(input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):
     write(out2, rstd.reshape(N, group))
 
 
-@register_kernel("aten::native_layer_norm_backward.out")
+def _layer_norm_backward_shape(op: str, grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, out0,
+                               out1, out2) -> list[tuple]:
+    """Gradients shaped like the input, the weight and the bias (both normalized_shape)."""
+    _check_normalized_shape(op, input, normalized_shape)
+    return masked(output_mask, [input.shape, tuple(normalized_shape), tuple(normalized_shape)])
+
+
+@register_kernel("aten::native_layer_norm_backward.out", shape=_layer_norm_backward_shape)
 def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, out0, out1, out2):
     """Gradients of `layer_norm` for the outs that ``output_mask`` asks for (the others
     are left untouched): ``dx = rstd * (g - mean(g) - xhat * mean(g * xhat))`` with
@@ -198,7 +250,14 @@ def _normalized_grad(g, xhat, rstd, axis):
     return rstd * (g - mean_g - xhat * mean_gx)
 
 
-@register_kernel("aten::native_group_norm_backward.out")
+def _group_norm_backward_shape(op: str, grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, out0, out1,
+                               out2) -> list[tuple]:
+    """Gradients shaped like the input, the weight and the bias (both (C,))."""
+    check(input.shape[:2] == (N, C), op, f"input shape {list(input.shape)} does not match N={N}, C={C}")
+    return masked(output_mask, [input.shape, (C,), (C,)])
+
+
+@register_kernel("aten::native_group_norm_backward.out", shape=_group_norm_backward_shape)
 def group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, out0, out1, out2):
     """Gradients of `group_norm` for the outs that ``output_mask`` asks for."""
     op = "aten::native_group_norm_backward.out"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.portable.common import check, write
+from torchedge.kernels.portable.slicing import padded
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["pad_indices", "pad"]
@@ -62,21 +63,33 @@ def pad(op: str, mode: str, dims: int, x: np.ndarray, padding, out: np.ndarray) 
                     np.take(region, m[border] + before, axis=region.ndim - dims + d)
 
 
-def _pad_kernel(mode: str, dims: int):
-    name = {"reflect": "reflection", "replicate": "replication"}[mode]
-    op = f"aten::{name}_pad{dims}d.out"
+def _border_pad_shape(dims: int):
+    """The shape rule of reflection and replication padding of the last ``dims`` dims of a
+    batched or unbatched input; the padded dims must keep some size."""
 
+    def border_pad(op: str, self, padding, out) -> list[tuple]:
+        check(len(padding) == 2 * dims, op, f"padding must have {2 * dims} values, got {list(padding)}")
+        check(self.ndim in (dims + 1, dims + 2), op,
+              f"expected a {dims + 1}-D or {dims + 2}-D input, got shape {list(self.shape)}")
+        shape = padded(op, self.shape, padding)
+        check(min(shape[-dims:]) > 0, op, f"padding {list(padding)} leaves nothing of input shape {list(self.shape)}")
+        return [shape]
+
+    return border_pad
+
+
+def _pad_kernel(op: str, mode: str, dims: int):
     def kernel(self, padding, out):
         pad(op, mode, dims, self, padding, out)
 
-    kernel.__name__ = f"{name}_pad{dims}d"
-    kernel.__doc__ = f"{name.capitalize()} padding of the last {dims} dim(s)."
-    return register_kernel(op)(kernel)
+    kernel.__name__ = op[len("aten::"):].split(".")[0]
+    kernel.__doc__ = f"{kernel.__name__.split('_')[0].capitalize()} padding of the last {dims} dim(s)."
+    return register_kernel(op, shape=_border_pad_shape(dims))(kernel)
 
 
-reflection_pad1d = _pad_kernel("reflect", 1)
-reflection_pad2d = _pad_kernel("reflect", 2)
-reflection_pad3d = _pad_kernel("reflect", 3)
-replication_pad1d = _pad_kernel("replicate", 1)
-replication_pad2d = _pad_kernel("replicate", 2)
-replication_pad3d = _pad_kernel("replicate", 3)
+reflection_pad1d = _pad_kernel("aten::reflection_pad1d.out", "reflect", 1)
+reflection_pad2d = _pad_kernel("aten::reflection_pad2d.out", "reflect", 2)
+reflection_pad3d = _pad_kernel("aten::reflection_pad3d.out", "reflect", 3)
+replication_pad1d = _pad_kernel("aten::replication_pad1d.out", "replicate", 1)
+replication_pad2d = _pad_kernel("aten::replication_pad2d.out", "replicate", 2)
+replication_pad3d = _pad_kernel("aten::replication_pad3d.out", "replicate", 3)

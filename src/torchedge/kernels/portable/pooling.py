@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +37,7 @@ from torchedge.kernels.registry import register_kernel
 
 __all__ = ["max_pool_with_indices", "avg_pool", "adaptive_avg_pool", "pool_geometry", "pool_windows",
            "averaging_matrix", "small_matrix", "adaptive_bounds", "pool_divisors", "matmul_along", "range_sums",
-           "map_dims", "shrinking_first", "batched", "register_dims", "check_nonempty", "check_window_fits"]
+           "map_dims", "shrinking_first", "batched", "check_nonempty", "check_window_fits"]
 
 # Windows reaching at most this many taps of the input are reduced tap by tap, when the
 # padded layout of `Taps` holds at most `_DIRECT_LAYOUT` times the input and output elements.
@@ -45,11 +46,6 @@ _DIRECT_LAYOUT = 4
 # Adaptive windows of a dim are averaged by a matrix when it has at most this many times the
 # dim's input and output elements.
 _ADAPTIVE_MATRIX = 16
-
-
-def register_dims(op: str, impl, dims: int):
-    """Register ``impl(op, dims, *schema arguments)`` as the kernel of ``op``."""
-    return register_kernel(op)(functools.partial(impl, op, dims))
 
 
 def batched(op, x, dims, *outs):
@@ -155,7 +151,7 @@ class _MaxRule:
     so far, or nan: ties keep the first, several nans the last, and a window in which no
     value beats the lowest one takes none (its index is then its first tap in the input)."""
 
-    lowest: object
+    lowest: Any
     nan: bool  # whether the input holds a nan (otherwise the nan tests are skipped)
 
     def beats(self, value: np.ndarray, best: np.ndarray) -> np.ndarray:
@@ -560,10 +556,46 @@ def averaging_matrix(size: int, out_size: int, dtype) -> np.ndarray:
     return matrix
 
 
-for _dims in (2, 3):
-    register_dims(f"aten::max_pool{_dims}d_with_indices.out", max_pool_with_indices, _dims)
-    register_dims(f"aten::avg_pool{_dims}d.out", avg_pool, _dims)
-    register_dims(f"aten::_adaptive_avg_pool{_dims}d.out", adaptive_avg_pool, _dims)
+# Shape functions, called as ``shape(dims, op, *schema arguments)`` (the registry binds op).
+def _check_input(op: str, dims: int, x) -> None:
+    check(x.ndim in (dims + 1, dims + 2), op, f"expected a (N, C, *spatial) or (C, *spatial) input of "
+                                              f"{dims} spatial dims, got shape {list(x.shape)}")
+
+
+def _max_pool_shape(dims: int, op: str, self, kernel_size, stride, padding, dilation, ceil_mode, out,
+                    indices) -> list[tuple]:
+    _check_input(op, dims, self)
+    *_, size = pool_geometry(op, self, dims, kernel_size, stride, padding, dilation, ceil_mode)
+    return [self.shape[:-dims] + size] * 2
+
+
+def _avg_pool_shape(dims: int, op: str, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                    divisor_override, out) -> list[tuple]:
+    _check_input(op, dims, self)
+    kernel, *_, size = pool_geometry(op, self, dims, kernel_size, stride, padding, (1,), ceil_mode)
+    check_window_fits(op, self, dims, kernel)
+    return [self.shape[:-dims] + size]
+
+
+def _adaptive_avg_pool_shape(dims: int, op: str, self, output_size, out) -> list[tuple]:
+    _check_input(op, dims, self)
+    check_nonempty(op, self, dims)
+    size = pair(output_size, dims, "output_size", op)
+    check(min(size) > 0, op, f"output_size {list(output_size)} must be positive")
+    return [self.shape[:-dims] + size]
+
+
+# op name, kernel ``impl(op, dims, *schema arguments)``, shape function, spatial dims
+_POOLS: list[tuple[str, Callable, Callable, int]] = [
+    ("aten::max_pool2d_with_indices.out", max_pool_with_indices, _max_pool_shape, 2),
+    ("aten::max_pool3d_with_indices.out", max_pool_with_indices, _max_pool_shape, 3),
+    ("aten::avg_pool2d.out", avg_pool, _avg_pool_shape, 2),
+    ("aten::avg_pool3d.out", avg_pool, _avg_pool_shape, 3),
+    ("aten::_adaptive_avg_pool2d.out", adaptive_avg_pool, _adaptive_avg_pool_shape, 2),
+    ("aten::_adaptive_avg_pool3d.out", adaptive_avg_pool, _adaptive_avg_pool_shape, 3),
+]
+for _op, _impl, _shape, _dims in _POOLS:
+    register_kernel(_op, shape=functools.partial(_shape, _dims))(functools.partial(_impl, _op, _dims))
 
 
 def _as_2d(array: np.ndarray) -> np.ndarray:
@@ -571,13 +603,17 @@ def _as_2d(array: np.ndarray) -> np.ndarray:
     return array[..., None, :]
 
 
-@register_kernel("aten::avg_pool1d.out")
+def _avg_pool1d_shape(op: str, self, kernel_size, stride, padding, ceil_mode, count_include_pad, out) -> list[tuple]:
+    return _avg_pool_shape(1, op, self, kernel_size, stride, padding, ceil_mode, count_include_pad, None, out)
+
+
+@register_kernel("aten::avg_pool1d.out", shape=_avg_pool1d_shape)
 def avg_pool1d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, out):
     kernel, stride = tuple(kernel_size), tuple(stride) or tuple(kernel_size)
     avg_pool("aten::avg_pool1d.out", 2, _as_2d(self), (1, *kernel), (1, *stride), (0, *padding),
              ceil_mode, count_include_pad, None, _as_2d(out))
 
 
-@register_kernel("aten::adaptive_avg_pool1d.out")
+@register_kernel("aten::adaptive_avg_pool1d.out", shape=functools.partial(_adaptive_avg_pool_shape, 1))
 def adaptive_avg_pool1d(self, output_size, out):
     adaptive_avg_pool("aten::adaptive_avg_pool1d.out", 2, _as_2d(self), (1, *output_size), _as_2d(out))

@@ -11,6 +11,7 @@ import numpy as np
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, is_floating
 from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import from_size, same_as
 
 __all__ = ["manual_seed", "rand", "randn", "randperm", "native_dropout"]
 
@@ -35,7 +36,7 @@ def _check_float_out(op: str, out) -> None:
     check(is_floating(out.dtype), op, f"needs a floating point out, got {out.dtype}")
 
 
-@register_kernel("aten::rand.out")
+@register_kernel("aten::rand.out", shape=from_size)
 def rand(size, out):
     """Uniform on [0, 1): multiples of 2**-digits, as ATen draws them, so that rounding to
     out's dtype can never reach 1."""
@@ -44,13 +45,18 @@ def rand(size, out):
     write(out, np.ldexp(_GENERATOR.integers(0, 1 << digits, out.shape, dtype=np.int64).astype(np.float64), -digits))
 
 
-@register_kernel("aten::randn.out")
+@register_kernel("aten::randn.out", shape=from_size)
 def randn(size, out):
     _check_float_out("aten::randn.out", out)
     write(out, _GENERATOR.standard_normal(out.shape))
 
 
-@register_kernel("aten::randperm.out")
+def _randperm_shape(op: str, n, out) -> list[tuple]:
+    check(n >= 0, op, f"n must be non-negative, got {n}")
+    return [(n,)]
+
+
+@register_kernel("aten::randperm.out", shape=_randperm_shape)
 def randperm(n, out):
     """A random permutation of 0..n-1; every value must be exact in out's dtype."""
     op = "aten::randperm.out"
@@ -65,7 +71,7 @@ def randperm(n, out):
     write(out, _GENERATOR.permutation(n))
 
 
-@register_kernel("aten::native_dropout.out")
+@register_kernel("aten::native_dropout.out", shape=same_as(outs=2))
 def native_dropout(input, p, train, out0, out1):
     """Zero each element with probability p and scale the kept ones by 1 / (1 - p); with
     train=False, the input itself and an all-true mask."""

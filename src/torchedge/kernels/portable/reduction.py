@@ -8,6 +8,7 @@ import numpy as np
 from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype, category, dtype_from_code, is_floating
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, wrap_dims, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_shapes, reduced, same_as
 
 __all__ = ["sum_dim", "prod", "prod_dim", "mean_dim", "var", "var_unbiased", "std", "std_unbiased", "max_dim",
            "min_dim", "max_all", "min_all", "amax", "amin", "any_dim", "argmax", "argmin", "cumsum", "cdist", "pdist"]
@@ -25,7 +26,25 @@ def _reduce_into(reduce, self, axes, keepdim, buffer_dtype, out, **kwargs) -> No
     finish(out, buf)
 
 
-@register_kernel("aten::sum.IntList_out")
+def _reduced_shape(dim_at: int | None, keepdim_at: int | None = None, outs: int = 1):
+    """The shape rule of a reduction whose dim and keepdim arguments stand at these positions
+    after self (dim None: the op reduces every dim); its ``outs`` outputs are alike. A dim is
+    an int, a list (None or [] is every dim), or None (argmax, argmin: the flattened tensor)."""
+
+    def reduction(op: str, self, *rest) -> list[tuple]:
+        if dim_at is None or keepdim_at is None:
+            return [()] * outs
+        return [reduced(op, self.shape, rest[dim_at], rest[keepdim_at])] * outs
+
+    return reduction
+
+
+_OVER_DIM = _reduced_shape(0, 1)
+_TO_0_DIM = _reduced_shape(None)
+_VALUES_AND_INDICES = _reduced_shape(0, 1, outs=2)
+
+
+@register_kernel("aten::sum.IntList_out", shape=_OVER_DIM)
 def sum_dim(self, dim, keepdim, dtype, out):
     axes = wrap_dims(dim, self.ndim, "aten::sum.IntList_out")
     acc = accumulate_dtype(_sum_dtype(self, dtype))
@@ -40,12 +59,12 @@ def _mean(op, self, axes, keepdim, dtype_code, out):
     _reduce_into(np.mean, self, axes, keepdim, acc, out, dtype=acc)
 
 
-@register_kernel("aten::mean.out")
+@register_kernel("aten::mean.out", shape=_OVER_DIM)
 def mean_dim(self, dim, keepdim, dtype, out):
     _mean("aten::mean.out", self, wrap_dims(dim, self.ndim, "aten::mean.out"), keepdim, dtype, out)
 
 
-@register_kernel("aten::mean.dtype_out")
+@register_kernel("aten::mean.dtype_out", shape=_TO_0_DIM)
 def mean(self, dtype, out):
     _mean("aten::mean.dtype_out", self, tuple(range(self.ndim)), False, dtype, out)
 
@@ -61,23 +80,30 @@ def _extreme_kernel(op: str, reduce):
     return kernel
 
 
-amax = register_kernel("aten::amax.out")(_extreme_kernel("aten::amax.out", np.max))
-amin = register_kernel("aten::amin.out")(_extreme_kernel("aten::amin.out", np.min))
+amax = register_kernel("aten::amax.out", shape=_OVER_DIM)(_extreme_kernel("aten::amax.out", np.max))
+amin = register_kernel("aten::amin.out", shape=_OVER_DIM)(_extreme_kernel("aten::amin.out", np.min))
 
 
-@register_kernel("aten::any.dims_out")
+def _any_dims_shape(op: str, self, dim, keepdim, out) -> list[tuple]:
+    """Unlike sum's, an empty dim list reduces nothing (None reduces every dim)."""
+    if dim is not None and len(dim) == 0:
+        return [self.shape]
+    return [reduced(op, self.shape, dim, keepdim)]
+
+
+@register_kernel("aten::any.dims_out", shape=_any_dims_shape)
 def any_dims(self, dim, keepdim, out):
     # unlike sum's, an empty dim list reduces nothing (None reduces everything)
     axes = () if dim is not None and len(dim) == 0 else wrap_dims(dim, self.ndim, "aten::any.dims_out")
     _reduce_into(np.any, self, axes, keepdim, BOOL, out)
 
 
-@register_kernel("aten::any.out")
+@register_kernel("aten::any.out", shape=_OVER_DIM)
 def any_dim(self, dim, keepdim, out):
     any_dims(self, (dim,), keepdim, out)
 
 
-@register_kernel("aten::any.all_out")
+@register_kernel("aten::any.all_out", shape=_TO_0_DIM)
 def any_all(self, out):
     any_dims(self, None, False, out)
 
@@ -102,11 +128,11 @@ def _arg_kernel(op: str, reduce):
     return kernel
 
 
-argmax = register_kernel("aten::argmax.out")(_arg_kernel("aten::argmax.out", np.argmax))
-argmin = register_kernel("aten::argmin.out")(_arg_kernel("aten::argmin.out", np.argmin))
+argmax = register_kernel("aten::argmax.out", shape=_OVER_DIM)(_arg_kernel("aten::argmax.out", np.argmax))
+argmin = register_kernel("aten::argmin.out", shape=_OVER_DIM)(_arg_kernel("aten::argmin.out", np.argmin))
 
 
-@register_kernel("aten::cumsum.out")
+@register_kernel("aten::cumsum.out", shape=same_as())
 def cumsum(self, dim, dtype, out):
     axis = wrap_dim(dim, self.ndim, "aten::cumsum.out")
     if self.ndim == 0:
@@ -126,12 +152,12 @@ def _prod(op, self, axes, keepdim, dtype, out):
     _reduce_into(np.prod, self, axes, keepdim, acc, out, dtype=acc)
 
 
-@register_kernel("aten::prod.out")
+@register_kernel("aten::prod.out", shape=_TO_0_DIM)
 def prod(self, dtype, out):
     _prod("aten::prod.out", self, tuple(range(self.ndim)), False, dtype, out)
 
 
-@register_kernel("aten::prod.int_out")
+@register_kernel("aten::prod.int_out", shape=_OVER_DIM)
 def prod_dim(self, dim, keepdim, dtype, out):
     _prod("aten::prod.int_out", self, wrap_dims((dim,), self.ndim, "aten::prod.int_out"), keepdim, dtype, out)
 
@@ -158,7 +184,7 @@ def _variance_kernel(op: str, root: bool):
     else:
         def kernel(self, dim, unbiased, keepdim, out):
             _variance(op, self, dim, int(unbiased), keepdim, out, root)
-    return register_kernel(op)(kernel)
+    return register_kernel(op, shape=_reduced_shape(0, 2))(kernel)
 
 
 var = _variance_kernel("aten::var.correction_out", root=False)
@@ -187,8 +213,10 @@ def _extreme_with_index(op: str, pick):
     return kernel
 
 
-max_dim = register_kernel("aten::max.dim_max")(_extreme_with_index("aten::max.dim_max", np.argmax))
-min_dim = register_kernel("aten::min.dim_min")(_extreme_with_index("aten::min.dim_min", np.argmin))
+max_dim = register_kernel("aten::max.dim_max", shape=_VALUES_AND_INDICES)(
+    _extreme_with_index("aten::max.dim_max", np.argmax))
+min_dim = register_kernel("aten::min.dim_min", shape=_VALUES_AND_INDICES)(
+    _extreme_with_index("aten::min.dim_min", np.argmin))
 
 
 def _extreme_of_all(op: str, reduce):
@@ -200,8 +228,8 @@ def _extreme_of_all(op: str, reduce):
     return kernel
 
 
-max_all = register_kernel("aten::max.unary_out")(_extreme_of_all("aten::max.unary_out", np.max))
-min_all = register_kernel("aten::min.unary_out")(_extreme_of_all("aten::min.unary_out", np.min))
+max_all = register_kernel("aten::max.unary_out", shape=_TO_0_DIM)(_extreme_of_all("aten::max.unary_out", np.max))
+min_all = register_kernel("aten::min.unary_out", shape=_TO_0_DIM)(_extreme_of_all("aten::min.unary_out", np.min))
 
 
 def _p_norm(diff: np.ndarray, p: float) -> np.ndarray:
@@ -225,7 +253,15 @@ def _check_distance_input(op: str, p: float, *tensors) -> None:
           f"inputs must have the same dtype, got {[str(t.dtype) for t in tensors]}")
 
 
-@register_kernel("aten::_cdist_forward.out")
+def _cdist_shape(op: str, x1, x2, p, compute_mode, out) -> list[tuple]:
+    """Distances between the rows of x1 [..., P, M] and x2 [..., R, M]: [..., P, R], the
+    batch dims broadcast."""
+    check(x1.ndim >= 2 and x2.ndim >= 2 and x1.shape[-1] == x2.shape[-1], op,
+          f"expects inputs of at least 2 dims with as many columns, got shapes {list(x1.shape)} and {list(x2.shape)}")
+    return [broadcast_shapes(op, x1.shape[:-2], x2.shape[:-2]) + (x1.shape[-2], x2.shape[-2])]
+
+
+@register_kernel("aten::_cdist_forward.out", shape=_cdist_shape)
 def cdist(x1, x2, p, compute_mode, out):
     """Distances between the rows of x1 [..., P, M] and x2 [..., R, M] (batch dims broadcast),
     computed directly for every compute_mode (ATen's matmul shortcut for p=2 only trades accuracy)."""
@@ -240,7 +276,14 @@ def cdist(x1, x2, p, compute_mode, out):
         write(out, _p_norm(np.abs(x1[..., :, None, :] - x2[..., None, :, :]), p))
 
 
-@register_kernel("aten::_pdist_forward.out")
+def _pdist_shape(op: str, self, p, out) -> list[tuple]:
+    """One distance per pair of rows i < j."""
+    check(self.ndim == 2, op, f"expects a 2-D input, got shape {list(self.shape)}")
+    n = self.shape[0]
+    return [(n * (n - 1) // 2,)]
+
+
+@register_kernel("aten::_pdist_forward.out", shape=_pdist_shape)
 def pdist(self, p, out):
     """Distances between the rows i < j of self [N, M], in row-major order of (i, j)."""
     op = "aten::_pdist_forward.out"

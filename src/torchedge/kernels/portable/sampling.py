@@ -70,7 +70,15 @@ class _Gather:
         return values, inside
 
 
-@register_kernel(_OP)
+def _grid_sampler_2d_shape(op: str, input, grid, interpolation_mode, padding_mode, align_corners,
+                           out) -> list[tuple]:
+    """(N, C, H, W) sampled at an (N, Ho, Wo, 2) grid: (N, C, Ho, Wo)."""
+    check(input.ndim == 4 and grid.ndim == 4 and grid.shape[-1] == 2 and grid.shape[0] == input.shape[0], op,
+          f"expected a 4-D input and an (N, H, W, 2) grid, got shapes {list(input.shape)} and {list(grid.shape)}")
+    return [input.shape[:2] + grid.shape[1:3]]
+
+
+@register_kernel("aten::grid_sampler_2d.out", shape=_grid_sampler_2d_shape)
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners, out):
     check(input.ndim == 4 and grid.ndim == 4 and grid.shape[-1] == 2 and grid.shape[0] == input.shape[0], _OP,
           f"expected a 4-D input and an (N, H, W, 2) grid, got shapes {list(input.shape)} and {list(grid.shape)}")

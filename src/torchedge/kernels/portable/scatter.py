@@ -17,6 +17,7 @@ from torchedge.kernels.portable.common import (aliases, as_scalar, check, check_
                                                write)
 from torchedge.kernels.portable.indexing import index_key
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_shapes, same_as
 
 __all__ = ["scatter_src", "scatter_value", "scatter_reduce_src", "scatter_reduce_value", "scatter_add",
            "scatter_reduce", "index_put", "index_put_", "masked_scatter"]
@@ -99,36 +100,36 @@ def _divide_by_count(view, positions, include_self: bool) -> None:
         np.floor_divide(view, count, out=view, casting="unsafe")
 
 
-@register_kernel("aten::scatter.src_out")
+@register_kernel("aten::scatter.src_out", shape=same_as())
 def scatter_src(self, dim, index, src, out):
     _scatter("aten::scatter.src_out", self, dim, index, src, None, True, out)
 
 
-@register_kernel("aten::scatter.value_out")
+@register_kernel("aten::scatter.value_out", shape=same_as())
 def scatter_value(self, dim, index, value, out):
     _scatter("aten::scatter.value_out", self, dim, index, value, None, True, out)
 
 
-@register_kernel("aten::scatter.reduce_out")
+@register_kernel("aten::scatter.reduce_out", shape=same_as())
 def scatter_reduce_src(self, dim, index, src, reduce, out):
     op = "aten::scatter.reduce_out"
     check(reduce in _LEGACY_REDUCE, op, f"reduce must be 'add' or 'multiply', got {reduce!r}")
     _scatter(op, self, dim, index, src, _LEGACY_REDUCE[reduce], True, out)
 
 
-@register_kernel("aten::scatter.value_reduce_out")
+@register_kernel("aten::scatter.value_reduce_out", shape=same_as())
 def scatter_reduce_value(self, dim, index, value, reduce, out):
     op = "aten::scatter.value_reduce_out"
     check(reduce in _LEGACY_REDUCE, op, f"reduce must be 'add' or 'multiply', got {reduce!r}")
     _scatter(op, self, dim, index, value, _LEGACY_REDUCE[reduce], True, out)
 
 
-@register_kernel("aten::scatter_add.out")
+@register_kernel("aten::scatter_add.out", shape=same_as())
 def scatter_add(self, dim, index, src, out):
     _scatter("aten::scatter_add.out", self, dim, index, src, "sum", True, out)
 
 
-@register_kernel("aten::scatter_reduce.two_out")
+@register_kernel("aten::scatter_reduce.two_out", shape=same_as())
 def scatter_reduce(self, dim, index, src, reduce, include_self, out):
     """reduce is sum, prod, mean, amax or amin (nan propagates through amax/amin)."""
     _scatter("aten::scatter_reduce.two_out", self, dim, index, src, reduce, include_self, out)
@@ -161,13 +162,13 @@ def _put(op: str, target, key: tuple, values, accumulate: bool) -> None:
         raise KernelError(f"{op}: values of shape {list(values.shape)} do not fit the indexed positions: {error}")
 
 
-@register_kernel("aten::index_put.out")
+@register_kernel("aten::index_put.out", shape=same_as())
 def index_put(self, indices, values, accumulate, out):
     """out = self with ``out[indices] = values`` (or ``+=``, duplicates adding up)."""
     _index_put("aten::index_put.out", self, indices, values, accumulate, out)
 
 
-@register_kernel("aten::index_put_")
+@register_kernel("aten::index_put_", shape=same_as())
 def index_put_(self, indices, values, accumulate):
     """``self[indices] = values`` (or ``+=``) in place."""
     op = "aten::index_put_"
@@ -175,7 +176,12 @@ def index_put_(self, indices, values, accumulate):
     _index_put(op, self, indices, values, accumulate, self)
 
 
-@register_kernel("aten::masked_scatter.out")
+def _masked_scatter_shape(op: str, self, mask, source, out) -> list[tuple]:
+    """self and mask broadcast; source only supplies elements."""
+    return [broadcast_shapes(op, self.shape, mask.shape)]
+
+
+@register_kernel("aten::masked_scatter.out", shape=_masked_scatter_shape)
 def masked_scatter(self, mask, source, out):
     """out = broadcast(self, mask), with its masked positions (in row-major order) taking the
     first elements of ``source``."""

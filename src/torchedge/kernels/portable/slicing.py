@@ -6,9 +6,10 @@ import numpy as np
 
 from torchedge.kernels.portable.common import aliases, check, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import replaced, same_as
 
 __all__ = ["slice_copy", "select_copy", "slice_scatter", "select_scatter", "cat", "split_with_sizes_copy",
-           "constant_pad_nd"]
+           "constant_pad_nd", "padded"]
 
 
 def _along(axis: int, index) -> tuple:
@@ -22,7 +23,16 @@ def _slicing(op: str, self, dim, start, end, step) -> tuple:
     return _along(wrap_dim(dim, self.ndim, op), slice(start, end, step))
 
 
-@register_kernel("aten::slice_copy.Tensor_out")
+def _slice_shape(op: str, self, dim, start, end, step, out) -> list[tuple]:
+    """start and end count from the end when negative, default to the whole dim when None
+    and are clamped to it, as ATen does; Python's slice rules are the same for step > 0."""
+    check(self.ndim > 0, op, "cannot slice a 0-dim tensor")
+    check(step > 0, op, f"slice step must be positive, got {step}")
+    axis = wrap_dim(dim, self.ndim, op)
+    return [replaced(self.shape, axis, len(range(*slice(start, end, step).indices(self.shape[axis]))))]
+
+
+@register_kernel("aten::slice_copy.Tensor_out", shape=_slice_shape)
 def slice_copy(self, dim, start, end, step, out):
     """Python slicing clamps start/end exactly as ATen does (negative values count from the end)."""
     write(out, self[_slicing("aten::slice_copy.Tensor_out", self, dim, start, end, step)])
@@ -36,7 +46,15 @@ def _selection(op: str, self, dim, index) -> tuple:
     return _along(axis, index)
 
 
-@register_kernel("aten::select_copy.int_out")
+def _select_shape(op: str, self, dim, index, out) -> list[tuple]:
+    check(self.ndim > 0, op, "cannot select from a 0-dim tensor")
+    axis = wrap_dim(dim, self.ndim, op)
+    size = self.shape[axis]
+    check(-size <= index < size, op, f"index {index} is out of range for dimension {dim} of size {size}")
+    return [replaced(self.shape, axis)]
+
+
+@register_kernel("aten::select_copy.int_out", shape=_select_shape)
 def select_copy(self, dim, index, out):
     write(out, self[_selection("aten::select_copy.int_out", self, dim, index)])
 
@@ -52,19 +70,35 @@ def _scatter_into(op: str, self, src, where: tuple, out) -> None:
     write(out[where + (Ellipsis,)], src)  # the Ellipsis keeps a 0-dim selection a view
 
 
-@register_kernel("aten::slice_scatter.out")
+@register_kernel("aten::slice_scatter.out", shape=same_as())
 def slice_scatter(self, src, dim, start, end, step, out):
     op = "aten::slice_scatter.out"
     _scatter_into(op, self, src, _slicing(op, self, dim, start, end, step), out)
 
 
-@register_kernel("aten::select_scatter.out")
+@register_kernel("aten::select_scatter.out", shape=same_as())
 def select_scatter(self, src, dim, index, out):
     op = "aten::select_scatter.out"
     _scatter_into(op, self, src, _selection(op, self, dim, index), out)
 
 
-@register_kernel("aten::cat.out")
+def _cat_shape(op: str, tensors, dim, out) -> list[tuple]:
+    """The sizes along ``dim`` add up; the other dims must agree. 1-D empty tensors are
+    skipped, as in ATen."""
+    check(len(tensors) > 0, op, "expected a non-empty list of tensors")
+    shapes = [t.shape for t in tensors if t.shape != (0,)]
+    if not shapes:
+        return [(0,)]
+    first = shapes[0]
+    check(len(first) > 0, op, "zero-dimensional tensors cannot be concatenated")
+    axis = wrap_dim(dim, len(first), op)
+    for shape in shapes:
+        check(len(shape) == len(first) and replaced(shape, axis) == replaced(first, axis), op,
+              f"tensors of shapes {[list(s) for s in shapes]} must match except in dimension {dim}")
+    return [replaced(first, axis, sum(s[axis] for s in shapes))]
+
+
+@register_kernel("aten::cat.out", shape=_cat_shape)
 def cat(tensors, dim, out):
     """Concatenate (casting into out); 1-D empty tensors are skipped, as in ATen."""
     op = "aten::cat.out"
@@ -75,7 +109,14 @@ def cat(tensors, dim, out):
     np.concatenate(parts, axis=axis, out=out, casting="unsafe")
 
 
-@register_kernel("aten::split_with_sizes_copy.out")
+def _split_with_sizes_shape(op: str, self, split_sizes, dim, out) -> list[tuple]:
+    axis = wrap_dim(dim, self.ndim, op)
+    check(min(split_sizes, default=0) >= 0 and sum(split_sizes) == self.shape[axis], op,
+          f"split_sizes {list(split_sizes)} must be non-negative and sum to {self.shape[axis]} (dim {dim})")
+    return [replaced(self.shape, axis, size) for size in split_sizes]
+
+
+@register_kernel("aten::split_with_sizes_copy.out", shape=_split_with_sizes_shape)
 def split_with_sizes_copy(self, split_sizes, dim, out):
     op = "aten::split_with_sizes_copy.out"
     axis = wrap_dim(dim, self.ndim, op)
@@ -87,7 +128,25 @@ def split_with_sizes_copy(self, split_sizes, dim, out):
         start += size
 
 
-@register_kernel("aten::constant_pad_nd.out")
+def padded(op: str, shape: tuple, pad) -> tuple:
+    """``shape`` padded by ``pad``: (before, after) pairs from the last dim backwards;
+    negative amounts crop."""
+    check(len(pad) % 2 == 0 and len(pad) // 2 <= len(shape), op,
+          f"pad {list(pad)} must hold (before, after) pairs for at most {len(shape)} dims")
+    result = list(shape)
+    for i in range(len(pad) // 2):
+        axis = len(shape) - 1 - i
+        result[axis] += pad[2 * i] + pad[2 * i + 1]
+        check(result[axis] >= 0, op, f"pad {list(pad)} leaves dimension {axis} of shape {list(shape)} with a "
+                                     "negative size")
+    return tuple(result)
+
+
+def _constant_pad_shape(op: str, self, pad, value, out) -> list[tuple]:
+    return [padded(op, self.shape, pad)]
+
+
+@register_kernel("aten::constant_pad_nd.out", shape=_constant_pad_shape)
 def constant_pad_nd(self, pad, value, out):
     """``pad`` holds (before, after) pairs from the last dim backwards; negative values crop."""
     op = "aten::constant_pad_nd.out"

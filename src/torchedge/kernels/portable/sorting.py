@@ -7,6 +7,7 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import replaced, same_as
 
 __all__ = ["sort", "sort_stable", "argsort", "topk"]
 
@@ -48,23 +49,32 @@ def _sorted(op: str, self, dim, descending, k, values, indices) -> None:
     write(_last(indices, axis), order)
 
 
-@register_kernel("aten::sort.values")
+@register_kernel("aten::sort.values", shape=same_as(outs=2))
 def sort(self, dim, descending, values, indices):
     """Always stable: a valid answer for an unstable sort too."""
     _sorted("aten::sort.values", self, dim, descending, None, values, indices)
 
 
-@register_kernel("aten::sort.values_stable")
+@register_kernel("aten::sort.values_stable", shape=same_as(outs=2))
 def sort_stable(self, stable, dim, descending, values, indices):
     _sorted("aten::sort.values_stable", self, dim, descending, None, values, indices)
 
 
-@register_kernel("aten::argsort.stable_out")
+@register_kernel("aten::argsort.stable_out", shape=same_as())
 def argsort(self, stable, dim, descending, out):
     _sorted("aten::argsort.stable_out", self, dim, descending, None, None, out)
 
 
-@register_kernel("aten::topk.values")
+def _topk_shape(op: str, self, k, dim, largest, sorted, values, indices) -> list[tuple]:
+    """self with dim ``dim`` cut to its k largest (or smallest) entries."""
+    axis = wrap_dim(dim, self.ndim, op)
+    size = self.shape[axis] if self.ndim else 1
+    check(0 <= k <= size, op, f"k ({k}) is out of range for dimension {dim} of size {size}")
+    shape = replaced(self.shape, axis, k) if self.ndim else ()
+    return [shape, shape]
+
+
+@register_kernel("aten::topk.values", shape=_topk_shape)
 def topk(self, k, dim, largest, sorted, values, indices):
     op = "aten::topk.values"
     axis = wrap_dim(dim, self.ndim, op)

@@ -207,54 +207,87 @@ def _fixed(op, mode, dims, input, output_size, align_corners, scales, out):
     _resize(op, mode, dims, input, _sizes(op, input, dims, output_size, None), align_corners, scales, out)
 
 
-@register_kernel("aten::upsample_nearest2d.vec_out")
+def _resized(op: str, dims: int, x, size) -> tuple:
+    """``x``'s shape with its last ``dims`` dims set to ``size``."""
+    check(x.ndim >= dims + 1, op, f"expected at least a {dims + 1}-D input, got shape {list(x.shape)}")
+    check(len(size) == dims and min(size) > 0 and min(x.shape[-dims:]) > 0, op,
+          f"cannot resize {list(x.shape)} to {list(size)}")
+    return x.shape[:-dims] + tuple(size)
+
+
+def _upsample_shape(dims: int):
+    """The shape rule of the ``.out`` overloads: they take an output size (their scales only
+    set the sampling)."""
+
+    def upsample(op: str, self, output_size, *rest) -> list[tuple]:
+        return [_resized(op, dims, self, output_size)]
+
+    return upsample
+
+
+def _upsample_vec_shape(dims: int):
+    """The shape rule of the ``.vec_out`` overloads: an output size, or without one each dim
+    is ``int(size * scale)`` (ATen truncates the double)."""
+
+    def upsample_vec(op: str, input, output_size, *rest) -> list[tuple]:
+        if output_size is None:
+            scale_factors = rest[-2]  # the argument before out
+            check(scale_factors is not None and len(scale_factors) == dims, op,
+                  f"expected an output_size or {dims} scale factors, got {scale_factors}")
+            output_size = [int(n * s) for n, s in zip(input.shape[-dims:], scale_factors)]
+        return [_resized(op, dims, input, output_size)]
+
+    return upsample_vec
+
+
+@register_kernel("aten::upsample_nearest2d.vec_out", shape=_upsample_vec_shape(2))
 def upsample_nearest2d_vec(input, output_size, scale_factors, out):
     _vec("aten::upsample_nearest2d.vec_out", "nearest", 2, input, output_size, False, scale_factors, out)
 
 
-@register_kernel("aten::upsample_bilinear2d.vec_out")
+@register_kernel("aten::upsample_bilinear2d.vec_out", shape=_upsample_vec_shape(2))
 def upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors, out):
     _vec("aten::upsample_bilinear2d.vec_out", "linear", 2, input, output_size, align_corners, scale_factors, out)
 
 
-@register_kernel("aten::upsample_nearest1d.out")
+@register_kernel("aten::upsample_nearest1d.out", shape=_upsample_shape(1))
 def upsample_nearest1d(self, output_size, scales, out):
     _fixed("aten::upsample_nearest1d.out", "nearest", 1, self, output_size, False, (scales,), out)
 
 
-@register_kernel("aten::upsample_nearest2d.out")
+@register_kernel("aten::upsample_nearest2d.out", shape=_upsample_shape(2))
 def upsample_nearest2d(self, output_size, scales_h, scales_w, out):
     _fixed("aten::upsample_nearest2d.out", "nearest", 2, self, output_size, False, (scales_h, scales_w), out)
 
 
-@register_kernel("aten::upsample_nearest3d.out")
+@register_kernel("aten::upsample_nearest3d.out", shape=_upsample_shape(3))
 def upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w, out):
     _fixed("aten::upsample_nearest3d.out", "nearest", 3, self, output_size, False, (scales_d, scales_h, scales_w),
            out)
 
 
-@register_kernel("aten::_upsample_nearest_exact2d.out")
+@register_kernel("aten::_upsample_nearest_exact2d.out", shape=_upsample_shape(2))
 def upsample_nearest_exact2d(self, output_size, scales_h, scales_w, out):
     _fixed("aten::_upsample_nearest_exact2d.out", "nearest-exact", 2, self, output_size, False,
            (scales_h, scales_w), out)
 
 
-@register_kernel("aten::upsample_linear1d.out")
+@register_kernel("aten::upsample_linear1d.out", shape=_upsample_shape(1))
 def upsample_linear1d(self, output_size, align_corners, scales, out):
     _fixed("aten::upsample_linear1d.out", "linear", 1, self, output_size, align_corners, (scales,), out)
 
 
-@register_kernel("aten::upsample_bilinear2d.out")
+@register_kernel("aten::upsample_bilinear2d.out", shape=_upsample_shape(2))
 def upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w, out):
     _fixed("aten::upsample_bilinear2d.out", "linear", 2, self, output_size, align_corners, (scales_h, scales_w), out)
 
 
-@register_kernel("aten::upsample_trilinear3d.out")
+@register_kernel("aten::upsample_trilinear3d.out", shape=_upsample_shape(3))
 def upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w, out):
     _fixed("aten::upsample_trilinear3d.out", "linear", 3, self, output_size, align_corners,
            (scales_d, scales_h, scales_w), out)
 
 
-@register_kernel("aten::upsample_bicubic2d.out")
+@register_kernel("aten::upsample_bicubic2d.out", shape=_upsample_shape(2))
 def upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w, out):
     _fixed("aten::upsample_bicubic2d.out", "cubic", 2, self, output_size, align_corners, (scales_h, scales_w), out)

@@ -12,6 +12,7 @@ import numpy as np
 
 from torchedge.kernels.portable.common import check, quiet, wrap_dim, write
 from torchedge.kernels.registry import register_kernel
+from torchedge.kernels.portable.shape_rules import same_as
 from torchedge.schema.scalar_type import numpy_dtype
 
 __all__ = ["quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel",
@@ -47,20 +48,20 @@ def _per_channel(values: np.ndarray, axis: int, ndim: int) -> np.ndarray:
     return values.reshape((-1,) + (1,) * (ndim - 1 - axis))
 
 
-@register_kernel("quantized_decomposed::quantize_per_tensor.out")
+@register_kernel("quantized_decomposed::quantize_per_tensor.out", shape=same_as())
 def quantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype, out):
     x = _as_float32("quantized_decomposed::quantize_per_tensor.out", input)
     _quantize(x, _F32.type(1.0 / scale), _F32.type(zero_point), quant_min, quant_max, out)
 
 
-@register_kernel("quantized_decomposed::quantize_per_tensor.Tensor_out")
+@register_kernel("quantized_decomposed::quantize_per_tensor.Tensor_out", shape=same_as())
 def quantize_per_tensor_tensor(input, scale, zero_point, quant_min, quant_max, dtype, out):
     op = "quantized_decomposed::quantize_per_tensor.Tensor_out"
     quantize_per_tensor(input, _one(op, scale, "scale"), _one(op, zero_point, "zero_point"), quant_min, quant_max,
                         dtype, out)
 
 
-@register_kernel("quantized_decomposed::dequantize_per_tensor.out")
+@register_kernel("quantized_decomposed::dequantize_per_tensor.out", shape=same_as())
 def dequantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype, out_dtype, out):
     _check_quantized("quantized_decomposed::dequantize_per_tensor.out", input, dtype)
     with quiet():
@@ -70,14 +71,14 @@ def dequantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype,
     write(out, x)
 
 
-@register_kernel("quantized_decomposed::dequantize_per_tensor.Tensor_out")
+@register_kernel("quantized_decomposed::dequantize_per_tensor.Tensor_out", shape=same_as())
 def dequantize_per_tensor_tensor(input, scale, zero_point, quant_min, quant_max, dtype, out_dtype, out):
     op = "quantized_decomposed::dequantize_per_tensor.Tensor_out"
     dequantize_per_tensor(input, _one(op, scale, "scale"), _one(op, zero_point, "zero_point"), quant_min, quant_max,
                           dtype, out_dtype, out)
 
 
-@register_kernel("quantized_decomposed::quantize_per_channel.out")
+@register_kernel("quantized_decomposed::quantize_per_channel.out", shape=same_as())
 def quantize_per_channel(input, scales, zero_points, axis, quant_min, quant_max, dtype, out):
     op = "quantized_decomposed::quantize_per_channel.out"
     x = _as_float32(op, input)
@@ -89,7 +90,7 @@ def quantize_per_channel(input, scales, zero_points, axis, quant_min, quant_max,
               quant_min, quant_max, out)
 
 
-@register_kernel("quantized_decomposed::dequantize_per_channel.out")
+@register_kernel("quantized_decomposed::dequantize_per_channel.out", shape=same_as())
 def dequantize_per_channel(input, scales, zero_points, axis, quant_min, quant_max, dtype, out_dtype, out):
     op = "quantized_decomposed::dequantize_per_channel.out"
     _check_quantized(op, input, dtype)
@@ -105,7 +106,13 @@ def dequantize_per_channel(input, scales, zero_points, axis, quant_min, quant_ma
     write(out, x)
 
 
-@register_kernel("quantized_decomposed::choose_qparams.Tensor_out")
+def _one_scale_and_zero_point(op: str, input, quant_min, quant_max, eps, dtype, scale_out,
+                              zero_point_out) -> list[tuple]:
+    """One scale and one zero point for the whole input."""
+    return [(1,), (1,)]
+
+
+@register_kernel("quantized_decomposed::choose_qparams.Tensor_out", shape=_one_scale_and_zero_point)
 def choose_qparams(input, quant_min, quant_max, eps, dtype, scale_out, zero_point_out):
     """Affine parameters that map [min(x, 0), max(x, 0)] onto [quant_min, quant_max]."""
     op = "quantized_decomposed::choose_qparams.Tensor_out"

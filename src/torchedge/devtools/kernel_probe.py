@@ -30,8 +30,7 @@ from torch.utils._pytree import tree_map_only
 from torchedge.devtools.kernel_check import DTYPES, CheckResult, Status, check_call, worst
 from torchedge.exir.dialects.constraints import spec_from_combinations
 from torchedge.exir.dialects.spec import DTYPE_NAMES, OpSpec, is_tensor_like, tensor_io_names
-from torchedge.exir.op_schema import op_name
-from torchedge.exir.passes.out_variant import bind_arguments
+from torchedge.exir.ir import bind_arguments, op_name
 from torchedge.kernels.registry import Kernel, get_kernel
 
 __all__ = ["Draw", "Template", "Wrong", "probe_calls", "dtype_signature", "probe_operator", "kernel_spec"]
@@ -116,7 +115,7 @@ def probe_calls(template: Template) -> Iterator[tuple[tuple, dict]]:
     for primary in DTYPES:
         base, args, kwargs = _draw(template, primary, {})
         values = [slot.value for slot in base.slots]
-        changes = [{}] + [{i: v} for i, slot in enumerate(base.slots) for v in slot.domain if v != slot.value]
+        changes: list[dict[int, object]] = [{}] + [{i: v} for i, slot in enumerate(base.slots) for v in slot.domain if v != slot.value]
         for change in changes:
             key = tuple(change.get(i, v) for i, v in enumerate(values))
             if key not in seen:
@@ -155,7 +154,7 @@ def probe_operator(op: torch._ops.OpOverload, templates: Sequence[Template],
         # CPUs with bfloat16 or float16 instructions: the combinations must not depend on the CPU.
         with torch.backends.mkldnn.flags(enabled=False):
             for args, kwargs in calls:
-                inputs = tree_map_only(torch.Tensor, torch.Tensor.clone, (args, kwargs))
+                inputs: tuple[tuple, dict] = tree_map_only(torch.Tensor, torch.Tensor.clone, (args, kwargs))
                 try:
                     expected = op(*args, **kwargs)
                 except Exception:  # eager rejects these dtypes: not a combination of the operator

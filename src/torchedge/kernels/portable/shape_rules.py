@@ -1,13 +1,16 @@
-"""Helpers shared by the shape functions: broadcasting, reducing and replacing dims."""
+"""Shape rules shared by the operators' shape functions: broadcasting, the shape of one
+input, reducing and replacing dims. Each operator picks its rule where it registers its
+kernel (`torchedge.kernels.registry.register_kernel`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from torchedge.errors import KernelError
-from torchedge.kernels.portable.common import check, wrap_dim, wrap_dims
+from torchedge.kernels.portable.common import check, wrap_dims
 
-__all__ = ["check", "wrap_dim", "wrap_dims", "broadcast_shapes", "tensor_shapes", "reduced", "replaced", "masked"]
+__all__ = ["broadcast_shapes", "tensor_shapes", "reduced", "replaced", "masked", "broadcast_inputs", "same_as",
+           "from_size"]
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
@@ -50,3 +53,26 @@ def masked(output_mask, shapes) -> list[tuple]:
     """Backward ops compute only the gradients ``output_mask`` asks for; the outs of the
     others are left alone, and are empty: (0,)."""
     return [shape if wanted else (0,) for wanted, shape in zip(output_mask, shapes)]
+
+
+def broadcast_inputs(op: str, *args) -> list[tuple]:
+    """Elementwise operators, unary, binary and ternary alike: the broadcast shape of every
+    tensor input. Python numbers (``.Scalar`` overloads, alpha, clamp's bounds) take no part,
+    and a ``Tensor?`` left out is None. The out is the kernel's last argument."""
+    return [broadcast_shapes(op, *tensor_shapes(args[:-1]))]
+
+
+def same_as(position: int = 0, outs: int = 1):
+    """The rule "each of the ``outs`` outputs has the shape of the input at ``position``"
+    (copies, casts, scans, orderings, in-place-style updates, pooling gradients...)."""
+
+    def same_shape(op: str, *args) -> list[tuple]:
+        return [args[position].shape] * outs
+
+    return same_shape
+
+
+def from_size(op: str, size, *rest) -> list[tuple]:
+    """Tensors made from a size (always the first argument): that size is the shape."""
+    check(min(size, default=0) >= 0, op, f"size {list(size)} must not be negative")
+    return [tuple(size)]

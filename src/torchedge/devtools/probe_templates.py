@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.exir.dialects.kernel_probe import Draw, Template, Wrong
+from torchedge.devtools.kernel_probe import Draw, Template, Wrong
 
 __all__ = ["TEMPLATES", "WRONG"]
 

@@ -1,4 +1,8 @@
-"""Human-readable description of a `.pte`: methods, signatures, operators, memory."""
+"""Human-readable description of a `.pte`: methods, signatures, operators, memory.
+
+Reads programs through the runtime's loader and metadata, so it needs no torch
+(``torchedge inspect``).
+"""
 
 from __future__ import annotations
 
