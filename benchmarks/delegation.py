@@ -16,7 +16,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -66,8 +65,9 @@ def _torch_onnx(model, inputs):
 
 def bench(name: str, repeat: int) -> list:
     model, inputs = load_model(name)
-    program = to_edge_transform_and_lower(torch.export.export(model, inputs),
-                                          partitioner=[OnnxRuntimePartitioner(intra_op_threads=1)]).to_executorch()
+    program = to_edge_transform_and_lower(
+        torch.export.export(model, inputs), partitioner=[OnnxRuntimePartitioner(intra_op_threads=1)]
+    ).to_executorch()
     method = Runtime.get().load_program(program.buffer).load_method("forward")
     np_inputs = [t.numpy() for t in inputs]
     with torch.no_grad():
@@ -80,8 +80,17 @@ def bench(name: str, repeat: int) -> list:
     t = _common.interleaved_seconds(sides, repeat)
     t_xnn, t_ort = t.get("xnn", float("nan")), t.get("ort", float("nan"))
     delegated = sum(1 for p in program.program.execution_plan for _ in p.delegates)
-    return [name, delegated, f"{t['te'] * 1e3:.3f}", f"{t_xnn * 1e3:.3f}", f"{t_ort * 1e3:.3f}",
-            f"{t['eager'] * 1e3:.3f}", f"{t['te'] / t_xnn:.2f}", f"{t['te'] / t['eager']:.2f}", f"{error:.1e}"]
+    return [
+        name,
+        delegated,
+        f"{t['te'] * 1e3:.3f}",
+        f"{t_xnn * 1e3:.3f}",
+        f"{t_ort * 1e3:.3f}",
+        f"{t['eager'] * 1e3:.3f}",
+        f"{t['te'] / t_xnn:.2f}",
+        f"{t['te'] / t['eager']:.2f}",
+        f"{error:.1e}",
+    ]
 
 
 def main() -> None:
@@ -91,8 +100,20 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [bench(name, args.repeat) for name in args.models]
-    _common.print_table(["model", "delegates", "te+ORT ms", "ET+XNNPACK ms", "ORT(torch.onnx) ms", "eager ms",
-                         "te+ORT/XNNPACK", "te+ORT/eager", "rel err"], rows)
+    _common.print_table(
+        [
+            "model",
+            "delegates",
+            "te+ORT ms",
+            "ET+XNNPACK ms",
+            "ORT(torch.onnx) ms",
+            "eager ms",
+            "te+ORT/XNNPACK",
+            "te+ORT/eager",
+            "rel err",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

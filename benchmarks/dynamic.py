@@ -16,7 +16,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets the thread environment first)
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.export import Dim  # noqa: E402
@@ -27,10 +26,7 @@ from torchedge.models import load_model  # noqa: E402
 from torchedge.runtime import Runtime  # noqa: E402
 
 # model -> (dynamic dim of input 0, Dim, sizes to run at)
-CASES = {
-    "llama": (1, Dim("seq", min=2, max=128), [8, 32, 128]),
-    "cnn": (0, Dim("batch", min=1, max=16), [1, 4, 16]),
-}
+CASES = {"llama": (1, Dim("seq", min=2, max=128), [8, 32, 128]), "cnn": (0, Dim("batch", min=1, max=16), [1, 4, 16])}
 
 
 def _load(buffer):
@@ -56,12 +52,29 @@ def bench(name: str, rounds: int) -> list[list]:
         with torch.no_grad():
             ref = model(*x).numpy()
         err = float(np.max(np.abs(dynamic.execute(np_x)[0] - ref)) / np.max(np.abs(ref)))
-        t = _common.interleaved_seconds({
-            "dynamic": lambda: dynamic.execute(np_x), "static": lambda: static.execute(np_x),
-            "et": lambda: et_method.execute(list(x)), "eager": torch.no_grad()(lambda: model(*x))}, rounds)
-        rows.append([name, size, f"{t['dynamic'] * 1e3:.2f}", f"{t['static'] * 1e3:.2f}", f"{t['et'] * 1e3:.2f}",
-                     f"{t['eager'] * 1e3:.2f}", f"{t['dynamic'] / t['static']:.2f}", f"{t['dynamic'] / t['et']:.3f}",
-                     f"{t['dynamic'] / t['eager']:.2f}", f"{err:.1e}"])
+        t = _common.interleaved_seconds(
+            {
+                "dynamic": lambda np_x=np_x: dynamic.execute(np_x),
+                "static": lambda static=static, np_x=np_x: static.execute(np_x),
+                "et": lambda x=x: et_method.execute(list(x)),
+                "eager": torch.no_grad()(lambda x=x: model(*x)),
+            },
+            rounds,
+        )
+        rows.append(
+            [
+                name,
+                size,
+                f"{t['dynamic'] * 1e3:.2f}",
+                f"{t['static'] * 1e3:.2f}",
+                f"{t['et'] * 1e3:.2f}",
+                f"{t['eager'] * 1e3:.2f}",
+                f"{t['dynamic'] / t['static']:.2f}",
+                f"{t['dynamic'] / t['et']:.3f}",
+                f"{t['dynamic'] / t['eager']:.2f}",
+                f"{err:.1e}",
+            ]
+        )
     ours_mem = sum(ours.program.execution_plan[0].non_const_buffer_sizes)
     et_mem = sum(theirs.executorch_program.execution_plan[0].non_const_buffer_sizes)
     print(f"{name}: planned bytes torchedge {ours_mem:,} vs ExecuTorch {et_mem:,} ({ours_mem / et_mem:.2f})")
@@ -75,8 +88,21 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [row for name in args.models for row in bench(name, args.repeat)]
-    _common.print_table(["model", "size", "te dynamic ms", "te static ms", "ET dynamic ms", "eager ms",
-                         "dynamic/static", "te/ET", "te/eager", "rel err"], rows)
+    _common.print_table(
+        [
+            "model",
+            "size",
+            "te dynamic ms",
+            "te static ms",
+            "ET dynamic ms",
+            "eager ms",
+            "dynamic/static",
+            "te/ET",
+            "te/eager",
+            "rel err",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

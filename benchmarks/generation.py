@@ -22,7 +22,6 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402,F401  (pins native thread pools to one thread)
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
@@ -32,8 +31,11 @@ from torchedge.models.causal_lm import compile_causal_lm, eager_greedy, export_c
 from torchedge.runtime import Runtime  # noqa: E402
 
 CONFIGS = {
-    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                                                      num_attention_heads=8, num_key_value_heads=4)),
+    "llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4),
+    ),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=256, n_layer=4, n_head=8)),
 }
 
@@ -42,15 +44,26 @@ def build_model(arch: str, max_cache_len: int):
     import transformers
 
     config_name, model_name, sizes = CONFIGS[arch]
-    config = getattr(transformers, config_name)(**sizes, vocab_size=2048, max_position_embeddings=2 * max_cache_len,
-                                                initializer_range=0.2, bos_token_id=1, eos_token_id=2, use_cache=True)
+    config = getattr(transformers, config_name)(
+        **sizes,
+        vocab_size=2048,
+        max_position_embeddings=2 * max_cache_len,
+        initializer_range=0.2,
+        bos_token_id=1,
+        eos_token_id=2,
+        use_cache=True,
+    )
     torch.manual_seed(0)
     return getattr(transformers, model_name)(config).eval()
 
 
 def _meta(tokens: int, dynamic: bool):
-    return SimpleNamespace(inputs=tuple(SimpleNamespace(shape=shape, dtype=np.dtype(np.int64), dynamic=dynamic)
-                                        for shape in ((1, tokens), (tokens,))))
+    return SimpleNamespace(
+        inputs=tuple(
+            SimpleNamespace(shape=shape, dtype=np.dtype(np.int64), dynamic=dynamic)
+            for shape in ((1, tokens), (tokens,))
+        )
+    )
 
 
 class EagerProgram:
@@ -71,6 +84,7 @@ class EagerProgram:
         def execute(inputs):
             ids, positions = (torch.from_numpy(x) for x in inputs)
             return [self.module(input_ids=ids, cache_position=positions).numpy()]
+
         return SimpleNamespace(execute=execute)
 
 
@@ -89,8 +103,10 @@ class ExecuTorchProgram(EagerProgram):
             return super().load_method(name)
         method = self._program.load_method("forward")
         # The method keeps this object alive: ExecuTorch frees a method's program with the program.
-        return SimpleNamespace(owner=self, execute=lambda inputs: [o.numpy() for o in method.execute(
-            [torch.from_numpy(x) for x in inputs])])
+        return SimpleNamespace(
+            owner=self,
+            execute=lambda inputs: [o.numpy() for o in method.execute([torch.from_numpy(x) for x in inputs])],
+        )
 
 
 def executorch_buffer(exported, xnnpack: bool) -> bytes:
@@ -118,8 +134,14 @@ def sides(arch: str, max_cache_len: int, wanted=SIDES) -> tuple[dict, object]:
     programs = {}
     for name, make in [
         ("te portable", lambda: TextGenerator(Runtime.get().load_program(compile_causal_lm(exported).buffer))),
-        ("te + ORT", lambda: TextGenerator(Runtime.get().load_program(
-            compile_causal_lm(exported, [OnnxRuntimePartitioner(intra_op_threads=1)]).buffer))),
+        (
+            "te + ORT",
+            lambda: TextGenerator(
+                Runtime.get().load_program(
+                    compile_causal_lm(exported, [OnnxRuntimePartitioner(intra_op_threads=1)]).buffer
+                )
+            ),
+        ),
         ("ET portable", lambda: TextGenerator(ExecuTorchProgram(executorch_buffer(exported, False), max_cache_len))),
         ("ET + XNNPACK", lambda: TextGenerator(ExecuTorchProgram(executorch_buffer(exported, True), max_cache_len))),
         ("eager", lambda: TextGenerator(EagerProgram(exported.module, max_cache_len))),
@@ -143,8 +165,14 @@ def main(argv=None) -> int:
     parser.add_argument("--new", type=int, default=32, help="new tokens per generation")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cache", type=int, default=128, help="KV-cache positions")
-    parser.add_argument("--sides", nargs="+", choices=SIDES, default=SIDES, metavar="SIDE",
-                        help=f"which sides to run (default: all of {', '.join(SIDES)})")
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=SIDES,
+        default=SIDES,
+        metavar="SIDE",
+        help=f"which sides to run (default: all of {', '.join(SIDES)})",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(f"{args.arch}: exporting and compiling every side")

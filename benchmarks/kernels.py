@@ -19,7 +19,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets the thread environment first)
-
 import torch  # noqa: E402
 
 from torchedge.devtools.kernel_check import Status, check_call, kernel_arguments, kernel_op  # noqa: E402
@@ -83,8 +82,11 @@ CASES = {
         ("mm 32x2048 @ 2048x5632", aten.mm.default, (r(32, 2048), r(2048, 5632))),
         ("bmm QK^T 32x32x64 @ 32x64x32", aten.bmm.default, (r(32, 32, 64), r(32, 64, 32))),
         ("bmm AV 32x32x32 @ 32x32x64", aten.bmm.default, (r(32, 32, 32), r(32, 32, 64))),
-        ("mm f16 32x2048 @ 2048x2048", aten.mm.default,
-         (r(32, 2048, dtype=torch.float16), r(2048, 2048, dtype=torch.float16))),
+        (
+            "mm f16 32x2048 @ 2048x2048",
+            aten.mm.default,
+            (r(32, 2048, dtype=torch.float16), r(2048, 2048, dtype=torch.float16)),
+        ),
     ],
     "conv2d": [
         ("3x3 s2 3->32 224x224", *_conv(r(1, 3, 224, 224), r(32, 3, 3, 3), stride=2, padding=1)),
@@ -96,17 +98,26 @@ CASES = {
         ("1x1 320->1280 7x7", *_conv(r(1, 320, 7, 7), r(1280, 320, 1, 1))),
     ],
     "pooling": [
-        ("max_pool 3x3 s2 64x112x112", aten.max_pool2d_with_indices.default,
-         (r(1, 64, 112, 112), [3, 3], [2, 2], [1, 1])),
+        (
+            "max_pool 3x3 s2 64x112x112",
+            aten.max_pool2d_with_indices.default,
+            (r(1, 64, 112, 112), [3, 3], [2, 2], [1, 1]),
+        ),
         ("avg_pool 2x2 s2 64x56x56", aten.avg_pool2d.default, (r(1, 64, 56, 56), [2, 2], [2, 2])),
         ("adaptive_avg_pool 1280x7x7 -> 1x1", aten._adaptive_avg_pool2d.default, (r(1, 1280, 7, 7), [1, 1])),
     ],
     "normalization": [
         ("layer_norm 32x2048", aten.native_layer_norm.default, (r(32, 2048), [2048], r(2048), r(2048), 1e-5)),
-        ("batch_norm (eval) 32x112x112", aten._native_batch_norm_legit_no_training.default,
-         (r(1, 32, 112, 112), r(32), r(32), r(32), r(32).abs(), 0.1, 1e-5)),
-        ("group_norm 64x56x56 g32", aten.native_group_norm.default,
-         (r(1, 64, 56, 56), r(64), r(64), 1, 64, 56 * 56, 32, 1e-5)),
+        (
+            "batch_norm (eval) 32x112x112",
+            aten._native_batch_norm_legit_no_training.default,
+            (r(1, 32, 112, 112), r(32), r(32), r(32), r(32).abs(), 0.1, 1e-5),
+        ),
+        (
+            "group_norm 64x56x56 g32",
+            aten.native_group_norm.default,
+            (r(1, 64, 56, 56), r(64), r(64), 1, 64, 56 * 56, 32, 1e-5),
+        ),
     ],
     "softmax": [
         ("softmax attention 32x128x128", aten._softmax.default, (r(1, 32, 128, 128), -1, False)),
@@ -130,8 +141,11 @@ CASES = {
         ("index_select 2048x2048 [32]", aten.index_select.default, (r(2048, 2048), 0, ints(2048, 32))),
         ("gather 32x32000 [32x8]", aten.gather.default, (r(32, 32000), 1, ints(32000, 32, 8))),
         ("index rope cache 4096x64 [32]", aten.index.Tensor, (r(4096, 64), [ints(4096, 32)])),
-        ("index_put kv 1x32x512x64", aten.index_put.default,
-         (r(1, 32, 512, 64), [None, None, torch.arange(32)], r(1, 32, 32, 64))),
+        (
+            "index_put kv 1x32x512x64",
+            aten.index_put.default,
+            (r(1, 32, 512, 64), [None, None, torch.arange(32)], r(1, 32, 32, 64)),
+        ),
         ("select 32x32000 [-1]", aten.select.int, (r(32, 32000), 0, -1)),
         ("scatter_add 32x2048", aten.scatter_add.default, (r(32, 2048), 1, ints(2048, 32, 256), r(32, 256))),
     ],
@@ -159,8 +173,7 @@ def bench(label: str, op, args, kwargs: dict, seconds: float) -> tuple[list, flo
     ours = _time(lambda: kernel.fn(*values), seconds)
     eager = _time(lambda: eager_op(*args, **kwargs), seconds)
     status = "ok" if check.status is Status.PASS else f"{check.status.name}: {check.detail[:40]}"
-    row = [label, _dtype(args), f"{ours * 1e3:.3f}", f"{eager * 1e3:.3f}",
-           f"{ours / eager:.2f}", status]
+    row = [label, _dtype(args), f"{ours * 1e3:.3f}", f"{eager * 1e3:.3f}", f"{ours / eager:.2f}", status]
     return row, ours / eager
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
-
 import torch  # noqa: E402
 
 from torchedge.exir import ExecutorchBackendConfig, to_edge  # noqa: E402
@@ -36,11 +35,23 @@ def measure(name: str) -> list:
     model, inputs = load_model(name)
     edge = to_edge(torch.export.export(model, inputs))
     ours, ours_lb = _planned(edge.to_executorch().buffer)
-    et_greedy, _ = _planned(edge.to_executorch(ExecutorchBackendConfig(
-        memory_planning_pass=MemoryPlanningPass(ALGORITHMS["executorch_greedy"]))).buffer)
+    et_greedy, _ = _planned(
+        edge.to_executorch(
+            ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(ALGORITHMS["executorch_greedy"]))
+        ).buffer
+    )
     et, et_lb = _planned(et_to_edge(torch.export.export(model, inputs)).to_executorch().buffer)
-    return [name, f"{ours:,}", f"{et:,}", f"{ours / et:.3f}", f"{ours / ours_lb:.3f}", f"{et / et_lb:.3f}",
-            f"{ours_lb:,}", f"{et_lb:,}", f"{et_greedy:,}"]
+    return [
+        name,
+        f"{ours:,}",
+        f"{et:,}",
+        f"{ours / et:.3f}",
+        f"{ours / ours_lb:.3f}",
+        f"{et / et_lb:.3f}",
+        f"{ours_lb:,}",
+        f"{et_lb:,}",
+        f"{et_greedy:,}",
+    ]
 
 
 def main() -> None:
@@ -48,8 +59,20 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=MODELS)
     args = parser.parse_args()
     rows = [measure(name) for name in args.models]
-    _common.print_table(["model", "torchedge B", "ExecuTorch B", "te/ET", "te/te-LB", "ET/ET-LB",
-                         "te lower bound", "ET lower bound", "ET algo on te graph"], rows)
+    _common.print_table(
+        [
+            "model",
+            "torchedge B",
+            "ExecuTorch B",
+            "te/ET",
+            "te/te-LB",
+            "ET/ET-LB",
+            "te lower bound",
+            "ET lower bound",
+            "ET algo on te graph",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

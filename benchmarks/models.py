@@ -16,7 +16,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets the thread environment first)
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -41,22 +40,40 @@ def bench(name: str, repeat: int, threads: int) -> list:
     np_inputs = [t.numpy() for t in inputs]
     et_method = ETRuntime.get().load_program(theirs.buffer).load_method("forward")
 
-    t = _common.interleaved_seconds({"ours": lambda: method.execute(np_inputs),
-                                     "fused": lambda: fused_method.execute(np_inputs),
-                                     "eager": torch.no_grad()(lambda: model(*inputs)),
-                                     "et": lambda: et_method.execute(list(inputs))}, repeat)
+    t = _common.interleaved_seconds(
+        {
+            "ours": lambda: method.execute(np_inputs),
+            "fused": lambda: fused_method.execute(np_inputs),
+            "eager": torch.no_grad()(lambda: model(*inputs)),
+            "et": lambda: et_method.execute(list(inputs)),
+        },
+        repeat,
+    )
     t_ours, t_fused, t_eager, t_et = t["ours"], t["fused"], t["eager"], t["et"]
 
     ours_mem = sum(ours.program.execution_plan[0].non_const_buffer_sizes)
     et_mem = sum(theirs.executorch_program.execution_plan[0].non_const_buffer_sizes)
     with torch.no_grad():
         ref = model(*inputs).numpy()
-    err = max(float(np.max(np.abs(m.execute(np_inputs)[0] - ref)) / np.max(np.abs(ref)))
-              for m in (method, fused_method))
-    return [name, f"{t_ours * 1e3:.2f}", f"{t_fused * 1e3:.2f}", f"{t_eager * 1e3:.2f}", f"{t_et * 1e3:.2f}",
-            f"{t_ours / t_eager:.2f}", f"{t_fused / t_eager:.2f}", f"{t_ours / t_et:.3f}",
-            f"{ours_mem:,}", f"{et_mem:,}", f"{ours_mem / et_mem:.2f}",
-            f"{len(ours.buffer):,}", f"{len(theirs.buffer):,}", f"{err:.1e}"]
+    err = max(
+        float(np.max(np.abs(m.execute(np_inputs)[0] - ref)) / np.max(np.abs(ref))) for m in (method, fused_method)
+    )
+    return [
+        name,
+        f"{t_ours * 1e3:.2f}",
+        f"{t_fused * 1e3:.2f}",
+        f"{t_eager * 1e3:.2f}",
+        f"{t_et * 1e3:.2f}",
+        f"{t_ours / t_eager:.2f}",
+        f"{t_fused / t_eager:.2f}",
+        f"{t_ours / t_et:.3f}",
+        f"{ours_mem:,}",
+        f"{et_mem:,}",
+        f"{ours_mem / et_mem:.2f}",
+        f"{len(ours.buffer):,}",
+        f"{len(theirs.buffer):,}",
+        f"{err:.1e}",
+    ]
 
 
 def main() -> None:
@@ -70,8 +87,24 @@ def main() -> None:
     with _common.background_load(args.load):
         rows = [bench(name, args.repeat, args.threads) for name in args.models]
     _common.print_table(
-        ["model", "torchedge ms", "te fused ms", "eager ms", "ExecuTorch ms", "te/eager", "fused/eager", "te/ET",
-         "te planned B", "ET planned B", "te/ET mem", "te .pte B", "ET .pte B", "rel err"], rows)
+        [
+            "model",
+            "torchedge ms",
+            "te fused ms",
+            "eager ms",
+            "ExecuTorch ms",
+            "te/eager",
+            "fused/eager",
+            "te/ET",
+            "te planned B",
+            "ET planned B",
+            "te/ET mem",
+            "te .pte B",
+            "ET .pte B",
+            "rel err",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

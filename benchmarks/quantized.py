@@ -13,7 +13,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402  (sets the thread environment first)
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -25,7 +24,9 @@ from torchedge.runtime import Runtime  # noqa: E402
 
 def _quantize(model, inputs):
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer, get_symmetric_quantization_config)
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
@@ -57,21 +58,39 @@ def bench(name: str, rounds: int) -> list:
     exported = torch.export.export(quantized, inputs)
     portable = to_edge(exported).to_executorch()
     delegated = to_edge_transform_and_lower(exported, partitioner=[OnnxRuntimePartitioner(1)]).to_executorch()
-    float_ort = to_edge_transform_and_lower(torch.export.export(model, inputs),
-                                            partitioner=[OnnxRuntimePartitioner(1)]).to_executorch()
+    float_ort = to_edge_transform_and_lower(
+        torch.export.export(model, inputs), partitioner=[OnnxRuntimePartitioner(1)]
+    ).to_executorch()
     xnn_buffer, xnn_program, xnn = _executorch_xnnpack(exported)
     x = [t.numpy() for t in inputs]
     te, te_ort, te_float = _load(portable.buffer), _load(delegated.buffer), _load(float_ort.buffer)
     with torch.no_grad():
         reference = quantized(*inputs).numpy()
     error = float(np.max(np.abs(te_ort.execute(x)[0] - reference)) / np.max(np.abs(reference)))
-    t = _common.interleaved_seconds({
-        "te": lambda: te.execute(x), "te_ort": lambda: te_ort.execute(x), "xnn": lambda: xnn.execute(list(inputs)),
-        "float_ort": lambda: te_float.execute(x), "eager": torch.no_grad()(lambda: model(*inputs))}, rounds)
+    t = _common.interleaved_seconds(
+        {
+            "te": lambda: te.execute(x),
+            "te_ort": lambda: te_ort.execute(x),
+            "xnn": lambda: xnn.execute(list(inputs)),
+            "float_ort": lambda: te_float.execute(x),
+            "eager": torch.no_grad()(lambda: model(*inputs)),
+        },
+        rounds,
+    )
     del xnn_program, xnn_buffer  # kept alive while timing: ExecuTorch reads the program's bytes in place
     ms = {k: f"{v * 1e3:.3f}" for k, v in t.items()}
-    return [name, ms["te"], ms["te_ort"], ms["xnn"], ms["float_ort"], ms["eager"], f"{t['te_ort'] / t['xnn']:.2f}",
-            f"{len(delegated.buffer):,}", f"{len(float_ort.buffer):,}", f"{error:.1e}"]
+    return [
+        name,
+        ms["te"],
+        ms["te_ort"],
+        ms["xnn"],
+        ms["float_ort"],
+        ms["eager"],
+        f"{t['te_ort'] / t['xnn']:.2f}",
+        f"{len(delegated.buffer):,}",
+        f"{len(float_ort.buffer):,}",
+        f"{error:.1e}",
+    ]
 
 
 def main() -> None:
@@ -81,9 +100,21 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [bench(name, args.repeat) for name in args.models]
-    _common.print_table(["model", "te int8 portable ms", "te int8 + ORT ms", "ET int8 + XNNPACK ms",
-                         "te float + ORT ms", "eager float ms", "te+ORT / XNNPACK", "int8 .pte B", "float .pte B",
-                         "rel err vs PyTorch int8"], rows)
+    _common.print_table(
+        [
+            "model",
+            "te int8 portable ms",
+            "te int8 + ORT ms",
+            "ET int8 + XNNPACK ms",
+            "te float + ORT ms",
+            "eager float ms",
+            "te+ORT / XNNPACK",
+            "int8 .pte B",
+            "float .pte B",
+            "rel err vs PyTorch int8",
+        ],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """One program for every batch size up to a bound: export with torch.export.Dim.
 
-    python examples/dynamic_shapes.py
+python examples/dynamic_shapes.py
 """
 
 import numpy as np

@@ -1,6 +1,6 @@
 """Compile a PyTorch model to a .pte, run it with the NumPy-only runtime, compare with eager.
 
-    python examples/export_and_run.py
+python examples/export_and_run.py
 """
 
 import numpy as np
@@ -28,7 +28,9 @@ def main() -> None:
     method = Runtime.get().load_program("tinynet.pte").load_method("forward")  # NumPy only from here
     (logits,) = method.execute([example[0].numpy()])
     expected = model(*example).detach().numpy()
-    print(f"tinynet.pte: {len(program.buffer):,} bytes; max |torchedge - eager| = {np.abs(logits - expected).max():.2e}")
+    print(
+        f"tinynet.pte: {len(program.buffer):,} bytes; max |torchedge - eager| = {np.abs(logits - expected).max():.2e}"
+    )
     assert np.allclose(logits, expected, atol=1e-5)
 
 

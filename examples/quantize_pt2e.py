@@ -1,13 +1,15 @@
 """Quantize a model to int8 with PT2E (torchao) and compile it: int8 weights stay int8.
 
-    python examples/quantize_pt2e.py
+python examples/quantize_pt2e.py
 """
 
 import numpy as np
 import torch
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (X86InductorQuantizer,
-                                                                         get_default_x86_inductor_quantization_config)
+from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+    X86InductorQuantizer,
+    get_default_x86_inductor_quantization_config,
+)
 
 from torchedge.exir import to_edge
 from torchedge.runtime import Runtime
@@ -29,8 +31,11 @@ def main() -> None:
     (out,) = method.execute([x.numpy()])
     reference = quantized(x).detach().numpy()  # the quantized model in PyTorch
     error = np.abs(out - reference).max()
-    print(f".pte: int8 {len(int8.buffer):,} bytes vs float {len(fp32.buffer):,}; "
-          f"max |torchedge - PyTorch int8| = {error:.2e}, vs float model {np.abs(out - model(x).detach().numpy()).max():.2e}")
+    print(
+        f".pte: int8 {len(int8.buffer):,} bytes vs float {len(fp32.buffer):,}; "
+        f"max |torchedge - PyTorch int8| = {error:.2e}, "
+        f"vs float model {np.abs(out - model(x).detach().numpy()).max():.2e}"
+    )
     assert error <= 0.05 * np.abs(reference).max()
 
 

@@ -29,7 +29,7 @@ FORBIDDEN_IN_RUNTIME = ("torch", "executorch", "torchedge.exir", "torchedge.devt
 ALLOWED_WALL_CROSSINGS = {
     # ATen mode exists to run programs with PyTorch's kernels; it imports torch lazily, only
     # when a program is loaded with Runtime.get(kernels="aten").
-    ("torchedge.kernels.aten_mode", "torch"),
+    ("torchedge.kernels.aten_mode", "torch")
 }
 ALLOWED_PART_EDGES = {
     # Plugin loading: on first lookup the kernel registry imports the kernel libraries so that
@@ -134,7 +134,8 @@ def forbidden_chains() -> list[list[str]]:
 def test_runtime_half_imports_no_compiler_and_no_torch():
     chains = forbidden_chains()
     assert not chains, "the runtime half imports what it must not:\n" + "\n".join(
-        "  " + " -> ".join(chain) for chain in chains)
+        "  " + " -> ".join(chain) for chain in chains
+    )
 
 
 def part_of(module: str) -> str:
@@ -191,7 +192,7 @@ def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
         stack.append(node)
         for target in graph.get(node, {}):
             if state.get(target) == "open":
-                return stack[stack.index(target):] + [target]
+                return stack[stack.index(target) :] + [target]
             if target not in state and (cycle := visit(target)):
                 return cycle
         state[node] = "done"
@@ -208,7 +209,8 @@ def test_parts_do_not_import_each_other():
     graph = part_graph()
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle between parts:\n" + "\n".join(
-        f"  {a} -> {b}   ({graph[a][b]} imports it)" for a, b in zip(cycle, cycle[1:]))
+        f"  {a} -> {b}   ({graph[a][b]} imports it)" for a, b in zip(cycle, cycle[1:])
+    )
 
 
 def test_allowances_are_still_needed():

@@ -119,27 +119,42 @@ def programs() -> dict[str, Golden]:
     return {
         "mlp": Golden({"forward": MethodSpec(MLP().eval(), [(r(2, 8),)])}),
         "cnn": Golden({"forward": MethodSpec(_batchnorm_with_stats(CNN()), [(r(1, 3, 8, 8),)])}),
-        "dynamic": Golden({"forward": MethodSpec(
-            MLP((6, 8, 3)).eval(), [(r(4, 6),), (r(1, 6),), (r(8, 6),)],
-            dynamic_shapes=({0: Dim("batch", min=1, max=8)},))}),
-        "multi_method": Golden({"forward": MethodSpec(MLP((4, 4)).eval(), [(r(3, 4),)]),
-                                "other": MethodSpec(Scale(3.0), [(r(2, 2), r(2, 2))])}),
-        "stateful": Golden({"forward": MethodSpec(Counter(), [(r(2, 3),), (r(2, 3),), (r(2, 3),)])},
-                           config=ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(["count"])])),
+        "dynamic": Golden(
+            {
+                "forward": MethodSpec(
+                    MLP((6, 8, 3)).eval(),
+                    [(r(4, 6),), (r(1, 6),), (r(8, 6),)],
+                    dynamic_shapes=({0: Dim("batch", min=1, max=8)},),
+                )
+            }
+        ),
+        "multi_method": Golden(
+            {
+                "forward": MethodSpec(MLP((4, 4)).eval(), [(r(3, 4),)]),
+                "other": MethodSpec(Scale(3.0), [(r(2, 2), r(2, 2))]),
+            }
+        ),
+        "stateful": Golden(
+            {"forward": MethodSpec(Counter(), [(r(2, 3),), (r(2, 3),), (r(2, 3),)])},
+            config=ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(["count"])]),
+        ),
         "int_bool": Golden({"forward": MethodSpec(IntBool(), [(r(3, 5), torch.arange(6).reshape(2, 3))])}),
-        "constant_method": Golden({"forward": MethodSpec(Scale(0.5), [(r(4), r(4))])},
-                                  constant_methods={"get_n": 3}),
+        "constant_method": Golden({"forward": MethodSpec(Scale(0.5), [(r(4), r(4))])}, constant_methods={"get_n": 3}),
         # 1.5.1 always puts constants in a segment after the flatbuffer; raise both alignments
         # above their defaults (segment 128, tensor 16) so readers must honour the recorded offsets.
-        "segments": Golden({"forward": MethodSpec(MLP((5, 7, 3)).eval(), [(r(2, 5),)])},
-                           config=ExecutorchBackendConfig(segment_alignment=1024, constant_tensor_alignment=64)),
+        "segments": Golden(
+            {"forward": MethodSpec(MLP((5, 7, 3)).eval(), [(r(2, 5),)])},
+            config=ExecutorchBackendConfig(segment_alignment=1024, constant_tensor_alignment=64),
+        ),
         "cond": Golden({"forward": MethodSpec(Cond(), [(r(2, 3).abs(),), (-r(2, 3).abs(),)])}),  # both branches
     }
 
 
 def export_program(golden: Golden) -> bytes:
-    exported = {name: export(copy.deepcopy(spec.module), spec.calls[0], dynamic_shapes=spec.dynamic_shapes)
-                for name, spec in golden.methods.items()}
+    exported = {
+        name: export(copy.deepcopy(spec.module), spec.calls[0], dynamic_shapes=spec.dynamic_shapes)
+        for name, spec in golden.methods.items()
+    }
     edge = to_edge(exported, constant_methods=golden.constant_methods or None)
     return edge.to_executorch(golden.config).buffer
 
@@ -188,8 +203,11 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
         for key, array in arrays.items():
             data = io.BytesIO()
             np.lib.format.write_array(data, np.asarray(array), allow_pickle=False)
-            archive.writestr(zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0)), data.getvalue(),
-                             compress_type=zipfile.ZIP_DEFLATED)
+            archive.writestr(
+                zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0)),
+                data.getvalue(),
+                compress_type=zipfile.ZIP_DEFLATED,
+            )
 
 
 def make(name: str, golden: Golden) -> None:

@@ -156,11 +156,19 @@ def cmd_bench(args) -> int:
             timings = time_calls(sides, args.repeat, args.warmup)
     memory = method.memory  # after the runs: the runtime allocations of the last one
     report = {
-        "pte": args.pte, "method": args.method, "model": args.model, "threads": method.num_threads,
-        "warmup": args.warmup, "repeat": args.repeat, "inputs": [_describe(x) for x in inputs],
+        "pte": args.pte,
+        "method": args.method,
+        "model": args.model,
+        "threads": method.num_threads,
+        "warmup": args.warmup,
+        "repeat": args.repeat,
+        "inputs": [_describe(x) for x in inputs],
         "latency_ms": {side: t.milliseconds() for side, t in timings.items()},
-        "memory_bytes": {"planned": memory.planned_bytes, "runtime": memory.runtime_bytes,
-                         "peak": memory.planned_bytes + memory.runtime_bytes},
+        "memory_bytes": {
+            "planned": memory.planned_bytes,
+            "runtime": memory.runtime_bytes,
+            "peak": memory.planned_bytes + memory.runtime_bytes,
+        },
     }
     print(json.dumps(report, indent=2) if args.json else _bench_text(report, timings))
     return 0
@@ -178,8 +186,10 @@ def _eager_side(model_name: str, inputs: list):
     try:
         run()
     except Exception as e:
-        raise InputError(f"model '{model_name}' does not run on the .pte's inputs "
-                         f"({', '.join(_describe(x) for x in inputs)}): {type(e).__name__}: {e}") from None
+        raise InputError(
+            f"model '{model_name}' does not run on the .pte's inputs "
+            f"({', '.join(_describe(x) for x in inputs)}): {type(e).__name__}: {e}"
+        ) from None
     return run
 
 
@@ -195,11 +205,15 @@ def _bench_text(report: dict, timings: dict[str, Timing]) -> str:
     names = {"torchedge": "torchedge", "eager": f"eager ({report['model']})"}
     width = max(len(names[side]) for side in timings)
     memory = report["memory_bytes"]
-    lines = [f"method '{report['method']}' of {report['pte']}: {', '.join(report['inputs'])}; "
-             f"{_threads_text(report['threads'])}, {report['warmup']} warm-up and {report['repeat']} timed runs"]
+    lines = [
+        f"method '{report['method']}' of {report['pte']}: {', '.join(report['inputs'])}; "
+        f"{_threads_text(report['threads'])}, {report['warmup']} warm-up and {report['repeat']} timed runs"
+    ]
     lines += [f"{names[side]:<{width}}  {_latency(t)}" for side, t in timings.items()]
-    lines.append(f"peak memory: {memory['peak']:,} B = {memory['planned']:,} B planned arenas + "
-                 f"{memory['runtime']:,} B runtime allocations (constants stay in the mapped .pte)")
+    lines.append(
+        f"peak memory: {memory['peak']:,} B = {memory['planned']:,} B planned arenas + "
+        f"{memory['runtime']:,} B runtime allocations (constants stay in the mapped .pte)"
+    )
     return "\n".join(lines)
 
 
@@ -212,7 +226,6 @@ def cmd_inspect(args) -> int:
 
 def cmd_check(args) -> int:
     """Export a model, run it on the NumPy runtime and compare with PyTorch eager."""
-    import torch
 
     from torchedge.runtime import Runtime
 
@@ -258,8 +271,10 @@ def _check_once(method, model, inputs, args) -> bool:
         print(f"output {i}: {_summary(got)}")
         print(f"  eager:  {_summary(want)}")
         print(f"  max abs error relative to max |eager| = {error:.2e}")
-    print(f"latency: torchedge {timings['torchedge'].p50 * 1e3:.3f} ms, eager {timings['eager'].p50 * 1e3:.3f} ms "
-          f"(median of {args.repeat}, {_threads_text(method.num_threads)} each)")
+    print(
+        f"latency: torchedge {timings['torchedge'].p50 * 1e3:.3f} ms, eager {timings['eager'].p50 * 1e3:.3f} ms "
+        f"(median of {args.repeat}, {_threads_text(method.num_threads)} each)"
+    )
     return worst <= args.tolerance and len(outputs) == len(expected)
 
 
@@ -274,13 +289,22 @@ def cmd_generate(args) -> int:
     if stop is None:  # the program's end-of-sequence ids, else the tokenizer's
         stop = generator.eos_ids or [i for i in (tokenizer.eos_id,) if i is not None]
     stream = tokenizer.stream()
-    result = generator.generate(tokenizer.encode(args.prompt), args.max_new_tokens, temperature=args.temperature,
-                                top_k=args.top_k, top_p=args.top_p, seed=args.seed, stop_tokens=stop,
-                                callback=lambda token: print(stream.push(token), end="", flush=True))
+    result = generator.generate(
+        tokenizer.encode(args.prompt),
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        stop_tokens=stop,
+        callback=lambda token: print(stream.push(token), end="", flush=True),
+    )
     print()
-    print(f"prefill: {result.prompt_tokens} tokens, {result.prefill_tokens_per_second:.1f} tokens/s; "
-          f"decode: {len(result.tokens)} tokens, {result.decode_tokens_per_second:.1f} tokens/s; "
-          f"stopped by {result.stopped_by}")
+    print(
+        f"prefill: {result.prompt_tokens} tokens, {result.prefill_tokens_per_second:.1f} tokens/s; "
+        f"decode: {len(result.tokens)} tokens, {result.decode_tokens_per_second:.1f} tokens/s; "
+        f"stopped by {result.stopped_by}"
+    )
     return 0
 
 
@@ -319,14 +343,23 @@ def _num_threads(value: str) -> int:
 
 
 def _add_threads_option(p: argparse.ArgumentParser, extra: str = "") -> None:
-    p.add_argument("--threads", metavar="N", type=_num_threads, default=1,
-                   help=f"threads of the runtime's kernels and delegates (default: 1){extra}")
+    p.add_argument(
+        "--threads",
+        metavar="N",
+        type=_num_threads,
+        default=1,
+        help=f"threads of the runtime's kernels and delegates (default: 1){extra}",
+    )
 
 
 def _add_dynamic_option(p: argparse.ArgumentParser, extra: str = "") -> None:
-    p.add_argument("--dynamic", metavar="INPUT:DIM:MIN:MAX", type=_dynamic_dim, action="append",
-                   help=f"export dimension DIM of input INPUT as dynamic in [MIN, MAX], e.g. 0:1:2:128; "
-                        f"repeatable{extra}")
+    p.add_argument(
+        "--dynamic",
+        metavar="INPUT:DIM:MIN:MAX",
+        type=_dynamic_dim,
+        action="append",
+        help=f"export dimension DIM of input INPUT as dynamic in [MIN, MAX], e.g. 0:1:2:128; repeatable{extra}",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -334,9 +367,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("export", help="compile a built-in or user model to .pte")
-    p.add_argument("model", help="built-in name (mlp, cnn, mobilenet_v2, llama, resnet18, vit, bert), a decoder-only "
-                              "LM with a KV cache (llama-kv, gpt2-kv, qwen2-kv, phi3-kv, phi-kv, gemma-kv: also "
-                              "writes <output>.tokenizer.json) or path.py:factory")
+    p.add_argument(
+        "model",
+        help="built-in name (mlp, cnn, mobilenet_v2, llama, resnet18, vit, bert), a decoder-only "
+        "LM with a KV cache (llama-kv, gpt2-kv, qwen2-kv, phi3-kv, phi-kv, gemma-kv: also "
+        "writes <output>.tokenizer.json) or path.py:factory",
+    )
     p.add_argument("-o", "--output", help="output .pte path (default: <model>.pte)")
     _add_dynamic_option(p)
     p.set_defaults(fn=cmd_export)
@@ -350,24 +386,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_threads_option(p)
     p.set_defaults(fn=cmd_run)
 
-    p = sub.add_parser("bench", help="time a .pte on the NumPy runtime: latency percentiles, peak memory; "
-                                     "optionally PyTorch eager beside it")
+    p = sub.add_parser(
+        "bench",
+        help="time a .pte on the NumPy runtime: latency percentiles, peak memory; optionally PyTorch eager beside it",
+    )
     p.add_argument("pte")
     p.add_argument("--method", default="forward")
     p.add_argument("--inputs", help=".npz file with arrays named input_0, input_1, ... (default: random)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default: 3)")
     p.add_argument("--repeat", type=int, default=50, help="timed runs (default: 50)")
-    p.add_argument("--model", help="also time this built-in model (as `torchedge export` names it) in PyTorch "
-                                   "eager on the same inputs and threads, in alternating rounds")
+    p.add_argument(
+        "--model",
+        help="also time this built-in model (as `torchedge export` names it) in PyTorch "
+        "eager on the same inputs and threads, in alternating rounds",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     _add_threads_option(p, "; with --model, also PyTorch's")
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("inspect", help="methods, signatures, operators and memory of a .pte")
     p.add_argument("pte")
-    p.add_argument("--memory", action="store_true",
-                   help="the memory plan: per memory id size, lower bound and utilisation")
+    p.add_argument(
+        "--memory", action="store_true", help="the memory plan: per memory id size, lower bound and utilisation"
+    )
     p.add_argument("--png", help="with --memory: draw the plan (lifetime x byte offset) to this PNG")
     p.set_defaults(fn=cmd_inspect)
 
@@ -388,14 +430,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, help="sample among the K most likely tokens")
     p.add_argument("--top-p", type=float, help="sample among the most likely tokens whose probability reaches P")
     p.add_argument("--seed", type=int, help="seed of the sampler: same seed, same text")
-    p.add_argument("--stop", metavar="ID", type=int, nargs="+", action="extend",
-                   help="stop at these token ids (default: the program's, else the tokenizer's, end-of-sequence ids)")
+    p.add_argument(
+        "--stop",
+        metavar="ID",
+        type=int,
+        nargs="+",
+        action="extend",
+        help="stop at these token ids (default: the program's, else the tokenizer's, end-of-sequence ids)",
+    )
     p.set_defaults(fn=cmd_generate)
 
     p = sub.add_parser("kernels", help="registered kernels; core-ATen coverage of the portable library")
     p.add_argument("--coverage", action="store_true", help="every core ATen operator: covered or missing")
-    p.add_argument("--dtypes", action="store_true",
-                   help="with --coverage: the dtypes whose kernel matches eager on OpInfo samples (slower)")
+    p.add_argument(
+        "--dtypes",
+        action="store_true",
+        help="with --coverage: the dtypes whose kernel matches eager on OpInfo samples (slower)",
+    )
     p.set_defaults(fn=cmd_kernels)
     return parser
 

@@ -34,8 +34,9 @@ class OpsPartitioner(Partitioner):
         self.spec = DelegationSpec("NestedPteBackend", [CompileSpec(k, v) for k, v in compile_specs])
 
     def partition(self, exported_program):
-        tags = tag_supported_partitions(exported_program.graph_module,
-                                        lambda node: str(node.target) in self.ops, self.spec)
+        tags = tag_supported_partitions(
+            exported_program.graph_module, lambda node: str(node.target) in self.ops, self.spec
+        )
         return PartitionResult(exported_program, tags)
 
 

@@ -18,9 +18,9 @@ class Model(torch.nn.Module):
         self.linear = torch.nn.Linear(8, 8)
 
     def forward(self, x, y):
-        a = torch.relu(x + y)        # partition 1: add, relu
+        a = torch.relu(x + y)  # partition 1: add, relu
         b = torch.sigmoid(self.linear(a))  # portable: linear, sigmoid
-        return torch.relu(b * a + y)   # partition 2: mul, add, relu
+        return torch.relu(b * a + y)  # partition 2: mul, add, relu
 
 
 def _inputs():
@@ -33,8 +33,9 @@ def _plan(buffer):
 
 def test_partial_delegation_with_two_partitions():
     model, inputs = Model().eval(), _inputs()
-    partitioner = OpsPartitioner({"aten.add.Tensor", "aten.relu.default", "aten.mul.Tensor"},
-                                 compile_specs=[("threads", b"\x01")])
+    partitioner = OpsPartitioner(
+        {"aten.add.Tensor", "aten.relu.default", "aten.mul.Tensor"}, compile_specs=[("threads", b"\x01")]
+    )
     program = to_edge_transform_and_lower(torch.export.export(model, inputs), partitioner=[partitioner])
     buffer = program.to_executorch().buffer
     plan = _plan(buffer)
@@ -68,8 +69,12 @@ def test_whole_program_to_backend():
 
 def test_missing_backend_is_named_by_both_runtimes():
     model, inputs = Model().eval(), _inputs()
-    buffer = to_edge(torch.export.export(model, inputs)).to_backend(
-        OpsPartitioner({"aten.relu.default"})).to_executorch().buffer
+    buffer = (
+        to_edge(torch.export.export(model, inputs))
+        .to_backend(OpsPartitioner({"aten.relu.default"}))
+        .to_executorch()
+        .buffer
+    )
     from torchedge.runtime import backend as backend_registry
 
     saved = backend_registry._BACKENDS.pop("NestedPteBackend")

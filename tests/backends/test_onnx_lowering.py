@@ -69,18 +69,39 @@ class Case:
     ops: tuple = ()  # Edge operators the case must exercise, e.g. "aten.index.Tensor"
 
 
-
 _UNARY = {
-    "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp, "sin": torch.sin,
-    "cos": torch.cos, "erf": torch.erf, "floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
-    "neg": torch.neg, "abs": torch.abs, "reciprocal": torch.reciprocal,
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "exp": torch.exp,
+    "sin": torch.sin,
+    "cos": torch.cos,
+    "erf": torch.erf,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "round": torch.round,
+    "neg": torch.neg,
+    "abs": torch.abs,
+    "reciprocal": torch.reciprocal,
 }
 _POSITIVE_UNARY = {"log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt}
-_BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-           "maximum": torch.maximum, "minimum": torch.minimum}
+_BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+}
 _COMPARE = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
-_LOGICAL = {"and": torch.logical_and, "or": torch.logical_or, "xor": torch.logical_xor,
-            "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor}
+_LOGICAL = {
+    "and": torch.logical_and,
+    "or": torch.logical_or,
+    "xor": torch.logical_xor,
+    "bitand": operator.and_,
+    "bitor": operator.or_,
+    "bitxor": operator.xor,
+}
 
 ELEMENTWISE = [
     *(Case(n, f, (randn(3, 4),), (f"aten.{n}.default",)) for n, f in _UNARY.items()),
@@ -91,14 +112,21 @@ ELEMENTWISE = [
     *(Case(f"{n}_int", f, (ints(3, 4), ints(3, 1))) for n, f in _BINARY.items() if n != "div"),
     Case("add_alpha", lambda x, y: torch.add(x, y, alpha=2.5), (randn(3, 4), randn(3, 4))),
     Case("sub_literal", lambda x: x - 1.5, (randn(3, 4),)),
-    *(Case(f"{n}_scalar", lambda x, n=n: getattr(torch.ops.aten, n).Scalar(x, 0.375), (randn(3, 4),),
-           (f"aten.{n}.Scalar",)) for n in ("add", "sub", "mul", "div")),
+    *(
+        Case(
+            f"{n}_scalar",
+            lambda x, n=n: getattr(torch.ops.aten, n).Scalar(x, 0.375),
+            (randn(3, 4),),
+            (f"aten.{n}.Scalar",),
+        )
+        for n in ("add", "sub", "mul", "div")
+    ),
     Case("int_plus_float", torch.add, (ints(3, 4), randn(3, 4))),
     Case("int_div_int", torch.div, (ints(3, 4), ints(3, 4, high=3).abs() + 1)),
     Case("float_plus_double_constant", lambda x: x + torch.tensor(1.5, dtype=torch.float64), (randn(3, 4),)),
-    Case("pow_scalar", lambda x: x ** 2, (randn(3, 4),), ("aten.pow.Tensor_Scalar",)),
+    Case("pow_scalar", lambda x: x**2, (randn(3, 4),), ("aten.pow.Tensor_Scalar",)),
     Case("pow_tensor", torch.pow, (positive(3, 4), randn(3, 4))),
-    Case("pow_of_scalar", lambda x: 2.0 ** x, (randn(3, 4),)),
+    Case("pow_of_scalar", lambda x: 2.0**x, (randn(3, 4),)),
     *(Case(n, f, (randn(3, 4), randn(3, 4).round())) for n, f in _COMPARE.items()),
     *(Case(f"{n}_scalar", lambda x, f=f: f(x, 0.0), (randn(3, 4).round(),)) for n, f in _COMPARE.items()),
     Case("lt_int_float", lambda x: x < 0.5, (ints(3, 4),)),
@@ -133,38 +161,49 @@ NN = [
     Case("conv2d_grouped", nn.Conv2d(4, 8, 3, groups=2), (randn(1, 4, 7, 7),)),
     Case("conv2d_depthwise", nn.Conv2d(6, 6, 3, groups=6, padding=(1, 0)), (randn(1, 6, 7, 7),)),
     Case("conv1d", nn.Conv1d(3, 5, 4, stride=2), (randn(2, 3, 11),)),
-    Case("conv_transpose2d", nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1),
-         (randn(1, 4, 5, 5),)),
+    Case("conv_transpose2d", nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1), (randn(1, 4, 5, 5),)),
     Case("linear", nn.Linear(8, 5), (randn(4, 8),), ("aten.addmm.default",)),
     Case("linear_3d", nn.Linear(8, 5), (randn(2, 3, 8),)),
     Case("linear_no_bias", nn.Linear(8, 5, bias=False), (randn(4, 8),), ("aten.mm.default",)),
     Case("bmm", torch.matmul, (randn(2, 3, 4), randn(2, 4, 5)), ("aten.bmm.default",)),
-    Case("batch_norm2d", _batch_norm(nn.BatchNorm2d(4)), (randn(2, 4, 5, 5),),
-         ("aten._native_batch_norm_legit_no_training.default",)),
+    Case(
+        "batch_norm2d",
+        _batch_norm(nn.BatchNorm2d(4)),
+        (randn(2, 4, 5, 5),),
+        ("aten._native_batch_norm_legit_no_training.default",),
+    ),
     Case("batch_norm1d", _batch_norm(nn.BatchNorm1d(4)), (randn(3, 4),)),
     Case("batch_norm_no_affine", _batch_norm(nn.BatchNorm2d(4, affine=False)), (randn(2, 4, 3, 3),)),
     Case("layer_norm", nn.LayerNorm(8), (randn(2, 3, 8),), ("aten.native_layer_norm.default",)),
     Case("layer_norm_2d_no_affine", nn.LayerNorm((3, 8), elementwise_affine=False), (randn(2, 3, 8),)),
     Case("softmax", lambda x: x.softmax(-1), (randn(2, 3, 8),), ("aten._softmax.default",)),
     Case("log_softmax", lambda x: x.log_softmax(1), (randn(2, 3, 8),), ("aten._log_softmax.default",)),
-    Case("max_pool2d", nn.MaxPool2d(3, stride=2, padding=1), (randn(1, 3, 8, 8),),
-         ("aten.max_pool2d_with_indices.default",)),
+    Case(
+        "max_pool2d",
+        nn.MaxPool2d(3, stride=2, padding=1),
+        (randn(1, 3, 8, 8),),
+        ("aten.max_pool2d_with_indices.default",),
+    ),
     Case("max_pool2d_dilated", nn.MaxPool2d(2, dilation=2), (randn(1, 3, 9, 9),)),
     Case("max_pool2d_ceil", nn.MaxPool2d(2, ceil_mode=True), (randn(1, 3, 7, 7),)),
     Case("avg_pool2d", nn.AvgPool2d(3, stride=2, padding=1), (randn(1, 3, 8, 8),), ("aten.avg_pool2d.default",)),
-    Case("avg_pool2d_no_pad_count", nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
-         (randn(1, 3, 8, 8),)),
+    Case(
+        "avg_pool2d_no_pad_count", nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False), (randn(1, 3, 8, 8),)
+    ),
     Case("adaptive_avg_pool_1", nn.AdaptiveAvgPool2d(1), (randn(1, 3, 7, 7),)),
-    Case("adaptive_avg_pool_2", nn.AdaptiveAvgPool2d((2, 3)), (randn(1, 3, 8, 9),),
-         ("aten._adaptive_avg_pool2d.default",)),
+    Case(
+        "adaptive_avg_pool_2",
+        nn.AdaptiveAvgPool2d((2, 3)),
+        (randn(1, 3, 8, 9),),
+        ("aten._adaptive_avg_pool2d.default",),
+    ),
     Case("embedding", nn.Embedding(10, 4), (torch.tensor([[1, 3, 9], [0, 0, 2]]),), ("aten.embedding.default",)),
 ]
 
 SHAPE = [
     Case("view", lambda x: x.view(4, 6) * 2, (randn(2, 3, 4),), ("aten.view_copy.default",)),
     Case("flatten", lambda x: torch.flatten(x, 1), (randn(2, 3, 4),)),
-    Case("unsqueeze_squeeze", lambda x: x.unsqueeze(1).squeeze(0), (randn(1, 3, 4),),
-         ("aten.unsqueeze_copy.default",)),
+    Case("unsqueeze_squeeze", lambda x: x.unsqueeze(1).squeeze(0), (randn(1, 3, 4),), ("aten.unsqueeze_copy.default",)),
     Case("permute", lambda x: x.permute(2, 0, 1), (randn(2, 3, 4),), ("aten.permute_copy.default",)),
     Case("transpose", lambda x: x.transpose(0, -1) + 0, (randn(2, 3, 4),)),
     Case("t", lambda x: x.t() + 0, (randn(3, 4),)),
@@ -174,8 +213,12 @@ SHAPE = [
     Case("select", lambda x: x[:, -1] + 0, (randn(3, 8),), ("aten.select_copy.int",)),
     Case("cat", lambda x, y: torch.cat([x, y, x], 1), (randn(2, 3), randn(2, 5)), ("aten.cat.default",)),
     Case("cat_mixed_dtypes", lambda x, y: torch.cat([x, y]), (randn(2, 3), ints(2, 3))),
-    Case("split", lambda x: [t * 1 for t in x.split([2, 3, 1], 1)], (randn(2, 6),),
-         ("aten.split_with_sizes_copy.default",)),
+    Case(
+        "split",
+        lambda x: [t * 1 for t in x.split([2, 3, 1], 1)],
+        (randn(2, 6),),
+        ("aten.split_with_sizes_copy.default",),
+    ),
     Case("chunk", lambda x: [t * 1 for t in x.chunk(3, 0)], (randn(7, 2),)),
     Case("unbind", lambda x: [t * 1 for t in x.unbind(1)], (randn(2, 3, 4),)),
     Case("pad", lambda x: F.pad(x, (1, 2, 0, 3), value=0.5), (randn(1, 2, 3, 4),), ("aten.constant_pad_nd.default",)),
@@ -202,8 +245,11 @@ REDUCE = [
     Case("all", lambda x: x.all(1), (bools(2, 3, 4),)),
     Case("cumsum", lambda x: x.cumsum(1), (randn(2, 5),), ("aten.cumsum.default",)),
     Case("cumsum_int", lambda x: x.cumsum(0), (ints(4, 3),)),
-    Case("causal_mask", lambda x: x.masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1), float("-inf")),
-         (randn(2, 4, 4),)),
+    Case(
+        "causal_mask",
+        lambda x: x.masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1), float("-inf")),
+        (randn(2, 4, 4),),
+    ),
 ]
 
 CREATE = [  # exported without constant folding, which would otherwise evaluate these itself
@@ -236,7 +282,7 @@ class Family(nn.Module):
     def forward(self, *xs):
         outs, start = [], 0
         for part, n in zip(self.parts, self.arity):
-            out = part(*xs[start:start + n])
+            out = part(*xs[start : start + n])
             outs.extend(out if isinstance(out, (list, tuple)) else [out])
             start += n
         return outs
@@ -302,15 +348,26 @@ def test_operator_family_matches_eager(family):
 
 
 UNSUPPORTED = [
-    Case("float64_conv", nn.Conv2d(2, 2, 3).double(), (randn(1, 2, 5, 5, dtype=torch.float64),),
-         ("aten.convolution.default",)),
+    Case(
+        "float64_conv",
+        nn.Conv2d(2, 2, 3).double(),
+        (randn(1, 2, 5, 5, dtype=torch.float64),),
+        ("aten.convolution.default",),
+    ),
     Case("erf_float64", torch.erf, (randn(3, dtype=torch.float64),), ("aten.erf.default",)),
-    Case("max_pool_indices", lambda x: F.max_pool2d(x, 2, return_indices=True)[1],
-         (randn(1, 2, 4, 4),), ("aten.max_pool2d_with_indices.default",)),
-    Case("avg_pool_divisor", lambda x: F.avg_pool2d(x, 2, divisor_override=3), (randn(1, 2, 4, 4),),
-         ("aten.avg_pool2d.default",)),
-    Case("adaptive_pool_uneven", nn.AdaptiveAvgPool2d(3), (randn(1, 2, 7, 7),),
-         ("aten._adaptive_avg_pool2d.default",)),
+    Case(
+        "max_pool_indices",
+        lambda x: F.max_pool2d(x, 2, return_indices=True)[1],
+        (randn(1, 2, 4, 4),),
+        ("aten.max_pool2d_with_indices.default",),
+    ),
+    Case(
+        "avg_pool_divisor",
+        lambda x: F.avg_pool2d(x, 2, divisor_override=3),
+        (randn(1, 2, 4, 4),),
+        ("aten.avg_pool2d.default",),
+    ),
+    Case("adaptive_pool_uneven", nn.AdaptiveAvgPool2d(3), (randn(1, 2, 7, 7),), ("aten._adaptive_avg_pool2d.default",)),
     Case("bitwise_and_int", operator.and_, (ints(3), ints(3)), ("aten.bitwise_and.Tensor",)),
 ]
 
@@ -333,8 +390,11 @@ def test_partition_of_a_graph_lowers_between_given_nodes():
     by_target = {str(n.target): n for n in _call_nodes(ep)}
     relu, mul = by_target["aten.relu.default"], by_target["aten.mul.Tensor"]
     sigmoid = by_target["aten.sigmoid.default"]
-    constants = {s.arg.name: ep.constants[s.target] for s in ep.graph_signature.input_specs
-                 if s.kind == InputKind.CONSTANT_TENSOR}  # the folded literal 2
+    constants = {
+        s.arg.name: ep.constants[s.target]
+        for s in ep.graph_signature.input_specs
+        if s.kind == InputKind.CONSTANT_TENSOR
+    }  # the folded literal 2
     model = lower_graph(ep.graph_module, [relu], [sigmoid, mul], constants)
     assert [n.op_type for n in model.graph.node].count("Add") == 0  # x + y stays outside
     x = torch.relu(inputs[0] + inputs[1])

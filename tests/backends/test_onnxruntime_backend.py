@@ -71,7 +71,7 @@ def test_thread_count_reaches_the_session():
     plan = deserialize_pte(program.buffer).program.execution_plan[0]
     assert {s.key: bytes(s.value) for s in plan.delegates[0].compile_specs} == {"intra_op_threads": b"\x03\0\0\0"}
     method = Runtime.get().load_program(program.buffer).load_method()
-    (backend, handle), = method._handles
+    ((backend, handle),) = method._handles
     assert handle.session.get_session_options().intra_op_num_threads == 3
 
 
@@ -107,7 +107,7 @@ def test_public_session_api_fallback_matches(monkeypatch):
     model, inputs, _ = _model("mlp")
     program = _lower(model, inputs)
     method = Runtime.get().load_program(program.buffer).load_method()
-    (_, handle), = method._handles
+    ((_, handle),) = method._handles
 
     class PublicOnly:  # exposes just the documented InferenceSession method
         def __init__(self, session):

@@ -12,8 +12,8 @@ from tests.conftest import assert_matches, executorch_run, torch_outputs
 from torchedge.errors import ExportError, InputError
 from torchedge.exir import to_edge
 from torchedge.runtime import Runtime
-from torchedge.serialize import deserialize_pte
 from torchedge.schema.program import TensorShapeDynamism
+from torchedge.serialize import deserialize_pte
 
 
 class SliceReshape(torch.nn.Module):
@@ -54,10 +54,12 @@ def _bert():
     return model, inputs, ({1: Dim("seq", min=2, max=128)},)
 
 
-CASES = {"small": (_small, [(1, 8), (3, 8), (16, 8)]),
-         "cnn": (_cnn, [(1, 3, 32, 32), (5, 3, 32, 32), (8, 3, 32, 32)]),
-         "llama": (_llama, [(1, 2), (1, 17), (1, 128)]),
-         "bert": (_bert, [(1, 3), (1, 50), (1, 128)])}
+CASES = {
+    "small": (_small, [(1, 8), (3, 8), (16, 8)]),
+    "cnn": (_cnn, [(1, 3, 32, 32), (5, 3, 32, 32), (8, 3, 32, 32)]),
+    "llama": (_llama, [(1, 2), (1, 17), (1, 128)]),
+    "bert": (_bert, [(1, 3), (1, 50), (1, 128)]),
+}
 
 
 @functools.cache
@@ -219,10 +221,12 @@ def test_dynamic_outputs_need_planned_memory_and_inputs_may_be_callers():
 
     model, exported = _exported("small")
     with pytest.raises(ExportError, match="alloc_graph_output=True"):
-        to_edge(exported).to_executorch(ExecutorchBackendConfig(
-            memory_planning_pass=MemoryPlanningPass(alloc_graph_output=False)))
-    program = to_edge(exported).to_executorch(ExecutorchBackendConfig(
-        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)))
+        to_edge(exported).to_executorch(
+            ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_output=False))
+        )
+    program = to_edge(exported).to_executorch(
+        ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))
+    )
     method = Runtime.get().load_program(program.buffer).load_method()
     for seed, shape in enumerate([(5, 8), (2, 8)]):
         inputs = _inputs("small", shape, seed)

@@ -46,7 +46,8 @@ def _quantized(name: str, per_channel: bool):
     example = (torch.randn(shape),)
     graph = torch.export.export(model.eval(), example).module()
     quantizer = xnnpack_quantizer.XNNPACKQuantizer().set_global(
-        xnnpack_quantizer.get_symmetric_quantization_config(is_per_channel=per_channel))
+        xnnpack_quantizer.get_symmetric_quantization_config(is_per_channel=per_channel)
+    )
     prepared = quantize_pt2e.prepare_pt2e(graph, quantizer)
     for _ in range(4):  # calibrate
         prepared(torch.randn(shape))

@@ -85,9 +85,11 @@ def _steps(model, inputs_per_step):
 
 def _kv_steps():
     generator = torch.Generator().manual_seed(0)
-    return [(torch.tensor([1, 2]), torch.randn(1, 2, 2, 4, generator=generator)),
-            (torch.tensor([5, 6]), torch.randn(1, 2, 2, 4, generator=generator)),
-            (torch.tensor([0, 7]), torch.randn(1, 2, 2, 4, generator=generator))]
+    return [
+        (torch.tensor([1, 2]), torch.randn(1, 2, 2, 4, generator=generator)),
+        (torch.tensor([5, 6]), torch.randn(1, 2, 2, 4, generator=generator)),
+        (torch.tensor([0, 7]), torch.randn(1, 2, 2, 4, generator=generator)),
+    ]
 
 
 class ParameterMutation(torch.nn.Module):
@@ -117,12 +119,13 @@ class Overwrite(torch.nn.Module):
 
 CASES = {
     "parameter": (ParameterMutation, [(torch.ones(2),), (torch.tensor([0.5, 1.0]),), (torch.ones(2),)]),
-    "overwrite": (Overwrite, [(torch.tensor([1.0, 2.0, 3.0]),), (torch.tensor([4.0, 5.0, 6.0]),),
-                              (torch.tensor([7.0, 8.0, 9.0]),)]),
+    "overwrite": (
+        Overwrite,
+        [(torch.tensor([1.0, 2.0, 3.0]),), (torch.tensor([4.0, 5.0, 6.0]),), (torch.tensor([7.0, 8.0, 9.0]),)],
+    ),
     "counter": (Counter, [(torch.ones(2),), (torch.tensor([2.0, 3.0]),), (torch.ones(2),)]),
     "int_counter": (IntCounter, [(torch.ones(3, dtype=torch.int64),)] * 3),
-    "running_mean": (RunningMean, [(torch.randn(3, 4, generator=torch.Generator().manual_seed(i)),)
-                                   for i in range(3)]),
+    "running_mean": (RunningMean, [(torch.randn(3, 4, generator=torch.Generator().manual_seed(i)),) for i in range(3)]),
     "kv_index_copy": (lambda: KVCache("index_copy"), _kv_steps()),
     "kv_index_put": (lambda: KVCache("index_put"), _kv_steps()),
     "kv_slice": (lambda: KVCache("slice"), _kv_steps()),
@@ -146,8 +149,12 @@ def _executorch_buffer(model, example, config=None) -> bytes:
     from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
     names = [name for name, _ in model.named_buffers()]
-    return (et_to_edge(torch.export.export(model, example)).transform([InitializedMutableBufferPass(names)])
-            .to_executorch(config).buffer)
+    return (
+        et_to_edge(torch.export.export(model, example))
+        .transform([InitializedMutableBufferPass(names)])
+        .to_executorch(config)
+        .buffer
+    )
 
 
 def _check_steps(run, model, steps):
@@ -165,7 +172,8 @@ def test_torchedge_program_keeps_state(case, runtime, reinplace):
     factory, steps = CASES[case]
     model = factory()
     program = to_edge(torch.export.export(copy.deepcopy(model), steps[0])).to_executorch(
-        ExecutorchBackendConfig(run_reinplace_pass=reinplace))
+        ExecutorchBackendConfig(run_reinplace_pass=reinplace)
+    )
     runner = _torchedge_runner if runtime == "torchedge" else _executorch_runner
     _check_steps(runner(program.buffer), model, steps)
 
@@ -215,7 +223,8 @@ def test_kv_update_writes_into_the_cache_itself():
     assert len(updates) == 1 and updates[0].kwargs["out"].op == "placeholder"
     cache_bytes = model.k.numel() * 4
     write_back = to_edge(torch.export.export(model, example)).to_executorch(
-        ExecutorchBackendConfig(run_reinplace_pass=False))
+        ExecutorchBackendConfig(run_reinplace_pass=False)
+    )
     planned = sum(program.memory_plans["forward"].planned_buffer_sizes)
     assert planned < 2 * cache_bytes <= sum(write_back.memory_plans["forward"].planned_buffer_sizes)
 
@@ -233,7 +242,8 @@ def test_user_input_mutation_returns_the_new_input_like_executorch():
 
 def test_emit_mutable_buffer_names():
     program = to_edge(torch.export.export(Counter(), (torch.ones(2),))).to_executorch(
-        ExecutorchBackendConfig(emit_mutable_buffer_names=True))
+        ExecutorchBackendConfig(emit_mutable_buffer_names=True)
+    )
     tensors = [v.val for v in program.program.execution_plan[0].values if hasattr(v.val, "extra_tensor_info")]
     assert [t.extra_tensor_info.fully_qualified_name for t in tensors if t.extra_tensor_info] == ["count"]
 
@@ -267,7 +277,10 @@ class _Decode(torch.nn.Module):
 def _two_methods():
     owner = _SharedCache()
     x, pos, y = torch.randn(4, 4), torch.tensor([4]), torch.randn(1, 4)
-    eps = {"prefill": torch.export.export(_Prefill(owner), (x,)), "decode": torch.export.export(_Decode(owner), (pos, y))}
+    eps = {
+        "prefill": torch.export.export(_Prefill(owner), (x,)),
+        "decode": torch.export.export(_Decode(owner), (pos, y)),
+    }
     reference = copy.deepcopy(owner)
     want = [_Prefill(reference)(x).numpy(), _Decode(reference)(pos, y).numpy(), _Decode(reference)(pos + 1, y).numpy()]
     calls = [("prefill", [x]), ("decode", [pos, y]), ("decode", [pos + 1, y])]
@@ -285,6 +298,7 @@ def _te_loader(buffer):
     def load(name):
         method = program.load_method(name)
         return lambda inputs: method.execute([t.numpy() for t in inputs])[0]
+
     return load
 
 
@@ -296,6 +310,7 @@ def _et_loader(buffer):
     def load(name):
         method = program.load_method(name)
         return lambda inputs: method.execute(inputs)[0].numpy()
+
     return load
 
 
@@ -304,16 +319,32 @@ def _et_loader(buffer):
 def test_two_methods_share_one_cache(compiler, runtime):
     eps, calls, want = _two_methods()
     if compiler == "torchedge":
-        buffer = to_edge(eps).to_executorch(ExecutorchBackendConfig(
-            memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True)).buffer
+        buffer = (
+            to_edge(eps)
+            .to_executorch(
+                ExecutorchBackendConfig(
+                    memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True
+                )
+            )
+            .buffer
+        )
     else:
         from executorch.exir import ExecutorchBackendConfig as ETConfig
         from executorch.exir import to_edge as et_to_edge
         from executorch.exir.passes import MemoryPlanningPass as ETMemoryPlanningPass
         from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
-        buffer = et_to_edge(eps).transform([InitializedMutableBufferPass(["cache"])]).to_executorch(ETConfig(
-            memory_planning_pass=ETMemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True)).buffer
+        buffer = (
+            et_to_edge(eps)
+            .transform([InitializedMutableBufferPass(["cache"])])
+            .to_executorch(
+                ETConfig(
+                    memory_planning_pass=ETMemoryPlanningPass(share_mutable_buffers=True),
+                    emit_mutable_buffer_names=True,
+                )
+            )
+            .buffer
+        )
     got = _run_two(_te_loader(buffer) if runtime == "torchedge" else _et_loader(buffer), calls)
     for g, w in zip(got, want):
         assert relative_error(g, w) <= 1e-6
@@ -331,8 +362,9 @@ def test_shared_buffers_disagreeing_in_shape_are_an_export_error():
 
     eps = {"a": torch.export.export(A(4), (torch.ones(4),)), "b": torch.export.export(A(5), (torch.ones(5),))}
     with pytest.raises(ExportError, match="'cache'"):
-        to_edge(eps).to_executorch(ExecutorchBackendConfig(
-            memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True)))
+        to_edge(eps).to_executorch(
+            ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True))
+        )
 
 
 def test_state_with_onnxruntime_delegate():
@@ -341,8 +373,9 @@ def test_state_with_onnxruntime_delegate():
     from torchedge.exir import to_edge_transform_and_lower
 
     model, steps = KVCache("index_put"), _kv_steps()
-    program = to_edge_transform_and_lower(torch.export.export(copy.deepcopy(model), steps[0]),
-                                          partitioner=[OnnxRuntimePartitioner(intra_op_threads=1)]).to_executorch()
+    program = to_edge_transform_and_lower(
+        torch.export.export(copy.deepcopy(model), steps[0]), partitioner=[OnnxRuntimePartitioner(intra_op_threads=1)]
+    ).to_executorch()
     targets = [n.target for n in program.graph_module().graph.nodes if n.op == "call_function"]
     assert torch.ops.aten.index_put.out in targets and any("delegate" in str(t) for t in targets)
     _check_steps(_torchedge_runner(program.buffer), model, steps)
@@ -350,6 +383,7 @@ def test_state_with_onnxruntime_delegate():
 
 def test_a_mutation_that_changes_dtype_is_an_export_error_naming_the_buffer_and_line():
     """torch.export drops the conversion of ``int_buffer.copy_(float_x)``: refuse, never compute with x."""
+
     class Converting(torch.nn.Module):
         def __init__(self):
             super().__init__()

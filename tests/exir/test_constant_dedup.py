@@ -42,8 +42,9 @@ class LSTMHead(nn.Module):
 
 def _tiny_gpt2():
     transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(vocab_size=1000, n_positions=64, n_embd=64, n_layer=2, n_head=2,
-                                     bos_token_id=0, eos_token_id=0)
+    config = transformers.GPT2Config(
+        vocab_size=1000, n_positions=64, n_embd=64, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+    )
     torch.manual_seed(0)
     return transformers.GPT2LMHeadModel(config).eval()
 
@@ -59,8 +60,11 @@ class Logits(nn.Module):
 
 def _edge_constants(ep) -> list[torch.Tensor]:
     """The constant inputs of an Edge program."""
-    return [ep.state_dict[s.target] if s.target in ep.state_dict else ep.constants[s.target]
-            for s in ep.graph_signature.input_specs if s.target is not None]
+    return [
+        ep.state_dict[s.target] if s.target in ep.state_dict else ep.constants[s.target]
+        for s in ep.graph_signature.input_specs
+        if s.target is not None
+    ]
 
 
 def _distinct(tensors) -> int:
@@ -87,8 +91,11 @@ def _pte_constants(buffer: bytes) -> dict[int, bytes]:
 
 def _onnx_initializers(buffer: bytes) -> list[np.ndarray]:
     pte = deserialize_pte(buffer)
-    models = [onnx.load_from_string(bytes(pte.delegate_data(d))) for plan in pte.program.execution_plan
-              for d in plan.delegates]
+    models = [
+        onnx.load_from_string(bytes(pte.delegate_data(d)))
+        for plan in pte.program.execution_plan
+        for d in plan.delegates
+    ]
     assert models, "nothing was delegated"
     return [numpy_helper.to_array(t) for m in models for t in m.graph.initializer]
 
@@ -215,7 +222,8 @@ def test_identical_calls_share_a_constant_and_different_literals_do_not():
     constants = _edge_constants(edge)
     assert len(constants) == _distinct(constants)
     assert sorted(str(c.dtype) for c in constants if c.shape == (6,)) == sorted(
-        ["torch.int64", "torch.float32", "torch.float32", "torch.float32"])  # +1, +1.0, *0.0, *-0.0
+        ["torch.int64", "torch.float32", "torch.float32", "torch.float32"]
+    )  # +1, +1.0, *0.0, *-0.0
     program = to_edge(torch.export.export(model, inputs)).to_executorch()
     got, want = torchedge_run(program.buffer, inputs), torch_outputs(model, inputs)
     for g, w in zip(got, want):

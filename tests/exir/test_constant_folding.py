@@ -12,9 +12,9 @@ class UsesConstantMath(torch.nn.Module):
         self.linear = torch.nn.Linear(16, 32)
 
     def forward(self, x):
-        positions = torch.arange(x.shape[-1], dtype=torch.float32)   # no input: folded
-        table = torch.cos(positions / 10.0)                          # folded
-        return self.linear(x * table)                                # weight transpose: folded
+        positions = torch.arange(x.shape[-1], dtype=torch.float32)  # no input: folded
+        table = torch.cos(positions / 10.0)  # folded
+        return self.linear(x * table)  # weight transpose: folded
 
 
 def _ops(program):
@@ -28,8 +28,10 @@ def test_folding_removes_constant_work_and_memory():
     unfolded = to_edge(exported, compile_config=EdgeCompileConfig(fold_constants=False)).to_executorch()
     assert {"aten::arange.start_out", "aten::cos.out", "aten::permute_copy.out"} <= _ops(unfolded)
     assert not {"aten::arange.start_out", "aten::cos.out", "aten::permute_copy.out"} & _ops(folded)
-    assert (folded.memory_plans["forward"].planned_buffer_sizes[0]
-            < unfolded.memory_plans["forward"].planned_buffer_sizes[0])
+    assert (
+        folded.memory_plans["forward"].planned_buffer_sizes[0]
+        < unfolded.memory_plans["forward"].planned_buffer_sizes[0]
+    )
     expected = torch_outputs(model, inputs)
     for program in (folded, unfolded):
         assert_matches(torchedge_run(program.buffer, inputs), expected)

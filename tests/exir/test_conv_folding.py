@@ -20,8 +20,9 @@ def _compile(model, inputs, fold=True):
 
 
 def _ops(program) -> collections.Counter:
-    return collections.Counter(str(n.target) for n in program.graph_module().graph.nodes
-                               if n.op == "call_function" and "." in str(n.target))
+    return collections.Counter(
+        str(n.target) for n in program.graph_module().graph.nodes if n.op == "call_function" and "." in str(n.target)
+    )
 
 
 def _randomize(norm):
@@ -38,8 +39,9 @@ class ConvNorm(nn.Module):
     def __init__(self, spatial=2, bias=True, affine=True, groups=1, pad=None, value=0.0):
         super().__init__()
         self.value = value
-        conv, norm = {1: (nn.Conv1d, nn.BatchNorm1d), 2: (nn.Conv2d, nn.BatchNorm2d),
-                      3: (nn.Conv3d, nn.BatchNorm3d)}[spatial]
+        conv, norm = {1: (nn.Conv1d, nn.BatchNorm1d), 2: (nn.Conv2d, nn.BatchNorm2d), 3: (nn.Conv3d, nn.BatchNorm3d)}[
+            spatial
+        ]
         self.pad = pad
         self.conv = conv(4, 8, 3, bias=bias, groups=groups)
         self.norm = _randomize(norm(8, affine=affine))

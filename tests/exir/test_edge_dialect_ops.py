@@ -79,11 +79,20 @@ def test_the_spec_file_reads_back_what_format_spec_writes():
     assert format_spec(specs.values()) in SPEC_PATH.read_text()
 
 
-@pytest.mark.parametrize("text, message", [
-    ("- func: aten::relu\n  type_alias: {T0: [Float32]}\n  type_constraint: [{self: T0}]", "unknown dtype 'Float32'"),
-    ("- func: aten::relu\n  type_alias: {T0: [Float]}\n  type_constraint: [{self: T1}]", "undefined aliases ['T1']"),
-    ("- func: aten::relu\n  inherits: aten::gelu", "'func' equal to 'inherits'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "- func: aten::relu\n  type_alias: {T0: [Float32]}\n  type_constraint: [{self: T0}]",
+            "unknown dtype 'Float32'",
+        ),
+        (
+            "- func: aten::relu\n  type_alias: {T0: [Float]}\n  type_constraint: [{self: T1}]",
+            "undefined aliases ['T1']",
+        ),
+        ("- func: aten::relu\n  inherits: aten::gelu", "'func' equal to 'inherits'"),
+    ],
+)
 def test_malformed_spec_is_rejected(text, message):
     with pytest.raises(ExportError, match=message.replace("[", r"\[").replace("]", r"\]")):
         parse_spec(text)
@@ -112,8 +121,9 @@ def _probe(name: str):
 
 @pytest.mark.parametrize("name", sorted(CORE))
 def test_spec_agrees_with_the_portable_kernel(name):
-    assert _probe(name)[0] == edge_spec()[name], \
+    assert _probe(name)[0] == edge_spec()[name], (
         "edge.yaml differs from what the kernels support: run tools/generate_edge_spec.py"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CORE))
@@ -128,6 +138,7 @@ def test_the_kernel_computes_the_supported_combinations_as_eager(name):
 
 def _rewriting(change):
     """The portable kernels, with ``change`` applied to the float16 outs they write."""
+
     def kernels(name):
         kernel = get_kernel(name)
 
@@ -137,7 +148,9 @@ def _rewriting(change):
                 if isinstance(out, np.ndarray) and out.dtype == np.float16 and out.flags.writeable:
                     change(out)
             return returned
+
         return Kernel(name, fn, kernel.num_args)
+
     return kernels
 
 
@@ -189,8 +202,9 @@ def test_calling_an_edge_op_calls_the_aten_op(name):
     if isinstance(want, type):
         assert got is want
     elif name in NONDETERMINISTIC:
-        assert [(t.shape, t.dtype) for t in torch.utils._pytree.tree_leaves(got)] == \
-               [(t.shape, t.dtype) for t in torch.utils._pytree.tree_leaves(want)]
+        assert [(t.shape, t.dtype) for t in torch.utils._pytree.tree_leaves(got)] == [
+            (t.shape, t.dtype) for t in torch.utils._pytree.tree_leaves(want)
+        ]
     else:
         torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
 
@@ -222,9 +236,9 @@ def test_operators_outside_the_spec_admit_every_dtype():
 
 def test_unknown_operators_raise_attribute_error():
     with pytest.raises(AttributeError, match="no operator 'aten::no_such_op'"):
-        exir_ops.edge.aten.no_such_op
+        _ = exir_ops.edge.aten.no_such_op
     with pytest.raises(AttributeError, match="has no overload 'Nope'"):
-        exir_ops.edge.aten.add.Nope
+        _ = exir_ops.edge.aten.add.Nope
 
 
 # -- check_node_dtypes -----------------------------------------------------------------------------
@@ -242,8 +256,10 @@ def test_check_handles_lists_optionals_and_non_tensor_returns():
     assert check_node_dtypes(cat, {"tensors": [torch.float32, torch.float32]}, [torch.float32]) is None
     assert "different dtypes" in check_node_dtypes(cat, {"tensors": [torch.float32, torch.int64]}, [torch.float32])
     layer_norm = torch.ops.aten.native_layer_norm.default
-    assert check_node_dtypes(layer_norm, {"input": torch.float32, "weight": None, "bias": None},
-                             [torch.float32] * 3) is None
+    assert (
+        check_node_dtypes(layer_norm, {"input": torch.float32, "weight": None, "bias": None}, [torch.float32] * 3)
+        is None
+    )
     assert check_node_dtypes(torch.ops.aten.sym_size.int, {"self": torch.float32}, [None]) is None
 
 

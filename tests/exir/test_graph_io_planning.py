@@ -20,8 +20,9 @@ class TwoOutputs(torch.nn.Module):
 
 def _compile(plan_inputs: bool, plan_outputs: bool):
     model, inputs = TwoOutputs().eval(), (torch.randn(3, 4),)
-    config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(
-        alloc_graph_input=plan_inputs, alloc_graph_output=plan_outputs))
+    config = ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=plan_inputs, alloc_graph_output=plan_outputs)
+    )
     return model, inputs, torchedge_compile(model, inputs, config)
 
 

@@ -40,11 +40,13 @@ def _sample_args(op, x):
 def test_kernel_is_correct_with_out_aliasing_self(op):
     x = torch.rand(3, 4, 5) * 4 - 2
     args = _sample_args(op, x)
-    expected = op(**{a.name: (torch.empty_like(x) if isinstance(v, str) else v)
-                     for a, v in zip(op._schema.arguments, args)})
+    expected = op(
+        **{a.name: (torch.empty_like(x) if isinstance(v, str) else v) for a, v in zip(op._schema.arguments, args)}
+    )
     aliased = x.numpy().copy()
-    np_args = [aliased if isinstance(v, str) or v is x else (v.numpy() if isinstance(v, torch.Tensor) else v)
-               for v in args]
+    np_args = [
+        aliased if isinstance(v, str) or v is x else (v.numpy() if isinstance(v, torch.Tensor) else v) for v in args
+    ]
     get_kernel(op_name(op)).fn(*np_args)
     np.testing.assert_allclose(aliased, expected.numpy(), rtol=1e-5, atol=1e-6)
 
@@ -61,8 +63,11 @@ def test_chain_runs_in_one_buffer():
     nbytes = 64 * 64 * 4
     assert program.memory_plans["forward"].planned_buffer_sizes == [nbytes]
     plan = deserialize_pte(program.buffer).program.execution_plan[0]
-    offsets = {ev.val.allocation_info.memory_offset_low for ev in plan.values
-               if isinstance(ev.val, Tensor) and ev.val.allocation_info is not None}
+    offsets = {
+        ev.val.allocation_info.memory_offset_low
+        for ev in plan.values
+        if isinstance(ev.val, Tensor) and ev.val.allocation_info is not None
+    }
     assert offsets == {0}
     expected = torch_outputs(model, inputs)
     assert_matches(torchedge_run(program.buffer, inputs), expected)

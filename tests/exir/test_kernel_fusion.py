@@ -26,8 +26,9 @@ class Attention(nn.Module):
 
     def forward(self, x):
         q, k, v = self.qkv(x).view(1, 10, 3, 4, 8).permute(2, 0, 3, 1, 4)
-        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.bias if self.mask else None,
-                                                       is_causal=self.causal)
+        y = nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=self.bias if self.mask else None, is_causal=self.causal
+        )
         return y.transpose(1, 2).reshape(1, 10, 32)
 
 
@@ -66,8 +67,11 @@ def _compile(model, inputs, config=None):
 
 
 def _fused_ops(program) -> collections.Counter:
-    return collections.Counter(n.target.name() for n in program.graph_module().graph.nodes
-                               if n.op == "call_function" and "torchedge_fused" in str(n.target))
+    return collections.Counter(
+        n.target.name()
+        for n in program.graph_module().graph.nodes
+        if n.op == "call_function" and "torchedge_fused" in str(n.target)
+    )
 
 
 def _run(program, inputs):

@@ -24,15 +24,18 @@ PLANNERS = [a for name, a in ALGORITHMS.items() if name != "naive"]
 # MobileNetV2's widest stretch, in units of 16 bytes: one tensor of 50 and three of 48
 # whose lifetimes chain; largest-first best fit stacks three of them (144), while the
 # optimum puts the last 48 beside the 50 (98, the lower bound).
-WIDEST_STRETCH = [Allocation(50 * 16, 357, 360), Allocation(48 * 16, 348, 353),
-                  Allocation(48 * 16, 350, 356), Allocation(48 * 16, 355, 358)]
+WIDEST_STRETCH = [
+    Allocation(50 * 16, 357, 360),
+    Allocation(48 * 16, 348, 353),
+    Allocation(48 * 16, 350, 356),
+    Allocation(48 * 16, 355, 358),
+]
 
 # Two instances whose optimum is 16 bytes above the lower bound (checked by exhaustive
 # search over every offset): (size in units of 16, start, end).
 GAP_INSTANCES = [
     [(1, 8, 9), (3, 6, 8), (2, 2, 3), (2, 9, 9), (2, 0, 4), (1, 4, 9), (2, 3, 5), (3, 5, 5), (2, 9, 9), (3, 0, 1)],
-    [(2, 8, 8), (3, 7, 10), (2, 4, 8), (1, 1, 2), (2, 3, 6), (3, 0, 4), (2, 5, 7), (3, 9, 10), (1, 10, 10),
-     (3, 0, 0)],
+    [(2, 8, 8), (3, 7, 10), (2, 4, 8), (1, 1, 2), (2, 3, 6), (3, 0, 4), (2, 5, 7), (3, 9, 10), (1, 10, 10), (3, 0, 0)],
 ]
 
 

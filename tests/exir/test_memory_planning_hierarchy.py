@@ -56,12 +56,15 @@ def test_an_impossible_request_says_what_does_not_fit_and_what_is_left():
     assert "memory 2 (capacity 1100) has at most 844 contiguous bytes free" in message
 
 
-@pytest.mark.parametrize("memories, problem", [
-    ([], "at least one MemorySpec"),
-    ([MemorySpec(1), MemorySpec(1, 10)], "distinct"),
-    ([MemorySpec(0)], ">= 1"),
-    ([MemorySpec(1, -1)], "negative capacity"),
-])
+@pytest.mark.parametrize(
+    "memories, problem",
+    [
+        ([], "at least one MemorySpec"),
+        ([MemorySpec(1), MemorySpec(1, 10)], "distinct"),
+        ([MemorySpec(0)], ">= 1"),
+        ([MemorySpec(1, -1)], "negative capacity"),
+    ],
+)
 def test_bad_memories_are_refused(memories, problem):
     with pytest.raises(MemoryPlanError, match=problem):
         plan_hierarchy(ALLOCS, memories, 16)
@@ -81,8 +84,9 @@ def mlp():
 
 
 def compile_with(model, inputs, memories):
-    return torchedge_compile(model, inputs, ExecutorchBackendConfig(
-        memory_planning_pass=MemoryPlanningPass(memories=memories)))
+    return torchedge_compile(
+        model, inputs, ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(memories=memories))
+    )
 
 
 def planned_specs_of(program):

@@ -62,10 +62,12 @@ def test_the_default_is_the_best_of_all(allocs, alignment):
 
 
 @SETTINGS
-@given(allocs=st.lists(allocation(max_size=100, max_start=6, max_length=4), min_size=1, max_size=8),
-       offsets=st.lists(st.integers(0, 20), min_size=8, max_size=8))
+@given(
+    allocs=st.lists(allocation(max_size=100, max_start=6, max_length=4), min_size=1, max_size=8),
+    offsets=st.lists(st.integers(0, 20), min_size=8, max_size=8),
+)
 def test_check_plan_agrees_with_the_pairwise_check(allocs, offsets):
-    plan = MemoryPlan([16 * o for o in offsets[:len(allocs)]], 16 * 20 + 112)
+    plan = MemoryPlan([16 * o for o in offsets[: len(allocs)]], 16 * 20 + 112)
     try:
         assert_valid(allocs, plan, 16)
         valid = True
@@ -102,7 +104,8 @@ def test_exact_finds_the_optimum(units):
 
 
 memories = st.lists(st.integers(0, 4000), min_size=1, max_size=3).map(
-    lambda caps: [MemorySpec(i + 1, cap) for i, cap in enumerate(caps)])
+    lambda caps: [MemorySpec(i + 1, cap) for i, cap in enumerate(caps)]
+)
 
 
 @SETTINGS

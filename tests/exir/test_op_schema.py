@@ -10,16 +10,19 @@ from torchedge.exir.op_schema import out_argument_names, out_variant, view_copy_
 aten = torch.ops.aten
 
 
-@pytest.mark.parametrize("functional, expected", [
-    (aten.add.Tensor, aten.add.out),
-    (aten.add.Scalar, aten.add.Scalar_out),
-    (aten.any.dim, aten.any.out),
-    (aten.arange.start_step, aten.arange.start_out),
-    (aten._to_copy.default, aten._to_copy.out),
-    (aten.max_pool2d_with_indices.default, aten.max_pool2d_with_indices.out),
-    (aten._native_batch_norm_legit_no_training.default, aten._native_batch_norm_legit_no_training.out),
-    (aten.full.default, aten.full.out),
-])
+@pytest.mark.parametrize(
+    "functional, expected",
+    [
+        (aten.add.Tensor, aten.add.out),
+        (aten.add.Scalar, aten.add.Scalar_out),
+        (aten.any.dim, aten.any.out),
+        (aten.arange.start_step, aten.arange.start_out),
+        (aten._to_copy.default, aten._to_copy.out),
+        (aten.max_pool2d_with_indices.default, aten.max_pool2d_with_indices.out),
+        (aten._native_batch_norm_legit_no_training.default, aten._native_batch_norm_legit_no_training.out),
+        (aten.full.default, aten.full.out),
+    ],
+)
 def test_out_variant(functional, expected):
     assert out_variant(functional) is expected
 

@@ -61,11 +61,18 @@ def test_debug_logging_reports_every_stage(caplog):
 
 
 def test_torchedge_debug_prints_stages_to_stderr():
-    code = ("import torch; from torchedge.exir import to_edge\n"
-            "class M(torch.nn.Module):\n    def forward(self, x): return x * 2\n"
-            "to_edge(torch.export.export(M(), (torch.randn(2),))).to_executorch()")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                            env={**__import__("os").environ, "TORCHEDGE_DEBUG": "1"})
+    code = (
+        "import torch; from torchedge.exir import to_edge\n"
+        "class M(torch.nn.Module):\n    def forward(self, x): return x * 2\n"
+        "to_edge(torch.export.export(M(), (torch.randn(2),))).to_executorch()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "TORCHEDGE_DEBUG": "1"},
+    )
     assert result.returncode == 0, result.stderr
     assert "method forward: fold_constants (" in result.stderr
     assert "method forward: MemoryPlanningPass (" in result.stderr

@@ -14,8 +14,8 @@ class ReshapeChain(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.randn(6, 4))
 
     def forward(self, x):
-        y = torch.relu(x).reshape(4, 6)     # view of a planned tensor: shared
-        w = self.weight.reshape(4, 6)       # view of a constant: folded at compile time
+        y = torch.relu(x).reshape(4, 6)  # view of a planned tensor: shared
+        w = self.weight.reshape(4, 6)  # view of a constant: folded at compile time
         return (y * w).reshape(2, 12).sigmoid()
 
 

@@ -115,11 +115,15 @@ def test_backend_config_passes_run_before_lowering():
     assert_matches(torchedge_run(program.buffer, [x]), [(torch.sigmoid(x) + torch.tanh(x)).numpy()])
 
 
-@pytest.mark.parametrize("fn", [
-    lambda x: (x.to(torch.int64) + 0.5) * 2,         # int tensor + float scalar -> float result
-    lambda x: torch.split(x, [1, 2], dim=0)[1] > 0.1,  # Tensor[] returns, then a comparison with a scalar
-    lambda x: x.double() * 0.1,
-], ids=["int_plus_float", "split_then_compare", "double_times_scalar"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: (x.to(torch.int64) + 0.5) * 2,  # int tensor + float scalar -> float result
+        lambda x: torch.split(x, [1, 2], dim=0)[1] > 0.1,  # Tensor[] returns, then a comparison with a scalar
+        lambda x: x.double() * 0.1,
+    ],
+    ids=["int_plus_float", "split_then_compare", "double_times_scalar"],
+)
 def test_valid_graphs_pass_the_verifier(fn):
     class Fn(torch.nn.Module):
         def forward(self, x):

@@ -59,10 +59,13 @@ def test_generate_is_reproducible_with_a_seed(llama_kv, capsys):
     assert texts[0] == texts[1]
 
 
-@pytest.mark.parametrize("options, message", [
-    (("--top-p", "2", "--temperature", "1"), "top_p must be a number in (0, 1]"),
-    (("--max-new-tokens", "0",), "max_new_tokens must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (("--top-p", "2", "--temperature", "1"), "top_p must be a number in (0, 1]"),
+        (("--max-new-tokens", "0"), "max_new_tokens must be an integer >= 1"),
+    ],
+)
 def test_bad_options_are_one_line_errors(llama_kv, capsys, options, message):
     assert _generate(llama_kv, *options) == 2
     err = capsys.readouterr().err.strip()

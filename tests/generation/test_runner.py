@@ -19,8 +19,12 @@ from torchedge.generation import GenerationResult, TextGenerator
 
 def _meta(tokens_per_call: int, dynamic: bool, dtype=np.int64):
     """Method metadata of the convention: input_ids [1, T], cache_position [T]."""
-    return SimpleNamespace(inputs=tuple(SimpleNamespace(shape=shape, dtype=np.dtype(dtype), dynamic=dynamic)
-                                        for shape in ((1, tokens_per_call), (tokens_per_call,))))
+    return SimpleNamespace(
+        inputs=tuple(
+            SimpleNamespace(shape=shape, dtype=np.dtype(dtype), dynamic=dynamic)
+            for shape in ((1, tokens_per_call), (tokens_per_call,))
+        )
+    )
 
 
 class CountingProgram:
@@ -137,16 +141,19 @@ def test_seeded_sampling_is_reproducible_through_the_runner():
     assert run(3) == run(3) and run(3) != run(4)
 
 
-@pytest.mark.parametrize("prompt, kwargs, message", [
-    ([], {}, "prompt is empty"),
-    ([1, 16], {}, "prompt token 16 is outside the vocabulary of 16"),
-    ([1, -1], {}, "prompt token must be an integer id >= 0"),
-    ([1, "a"], {}, "prompt token must be an integer id"),
-    ([1], dict(max_new_tokens=0), "max_new_tokens must be an integer >= 1"),
-    ([1], dict(prefill_chunk=9), r"prefill_chunk must be an integer in \[1, 8\]"),
-    ([1], dict(stop_tokens=[1.5]), "stop token must be an integer id"),
-    ([1], dict(top_p=2.0), "top_p"),
-])
+@pytest.mark.parametrize(
+    "prompt, kwargs, message",
+    [
+        ([], {}, "prompt is empty"),
+        ([1, 16], {}, "prompt token 16 is outside the vocabulary of 16"),
+        ([1, -1], {}, "prompt token must be an integer id >= 0"),
+        ([1, "a"], {}, "prompt token must be an integer id"),
+        ([1], dict(max_new_tokens=0), "max_new_tokens must be an integer >= 1"),
+        ([1], dict(prefill_chunk=9), r"prefill_chunk must be an integer in \[1, 8\]"),
+        ([1], dict(stop_tokens=[1.5]), "stop token must be an integer id"),
+        ([1], dict(top_p=2.0), "top_p"),
+    ],
+)
 def test_bad_arguments_are_input_errors(prompt, kwargs, message):
     kwargs = {"max_new_tokens": 2, **kwargs}
     with pytest.raises(InputError, match=message):
@@ -277,7 +284,7 @@ def test_executorch_stops_at_a_stop_token_and_at_the_cache_capacity(executorch_b
     generator = TextGenerator(ExecuTorchProgram(executorch_buffer))
     stop = reference[5]
     result = generator.generate(PROMPT, 16, stop_tokens=[stop])
-    assert result.tokens == reference[:reference.index(stop) + 1] and result.stopped_by == "stop_token"
+    assert result.tokens == reference[: reference.index(stop) + 1] and result.stopped_by == "stop_token"
     result = generator.generate(PROMPT, 100)
     assert result.tokens == reference and result.stopped_by == "max_seq_len"
     assert len(PROMPT) + len(result.tokens) == MAX_CACHE_LEN

@@ -22,21 +22,24 @@ def test_temperature_zero_is_greedy_whatever_the_seed_or_filters():
         assert Sampler(0.0, top_k=2, top_p=0.5, seed=seed)([0.0, 2.0, 2.0, 1.0]) == 1
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    (dict(temperature=1.0), PROBS),
-    (dict(temperature=2.0), np.sqrt(PROBS) / np.sqrt(PROBS).sum()),
-    (dict(temperature=0.5), PROBS ** 2 / (PROBS ** 2).sum()),
-    (dict(temperature=1.0, top_k=1), [1.0, 0.0, 0.0]),
-    (dict(temperature=1.0, top_k=2), [0.625, 0.375, 0.0]),
-    (dict(temperature=1.0, top_k=5), PROBS),
-    (dict(temperature=1.0, top_p=0.4), [1.0, 0.0, 0.0]),  # 0.5 alone reaches 0.4
-    (dict(temperature=1.0, top_p=0.75), [0.625, 0.375, 0.0]),  # 0.5 + 0.3 reaches 0.75
-    (dict(temperature=1.0, top_p=0.81), PROBS),
-    (dict(temperature=1.0, top_p=1.0), PROBS),
-    (dict(temperature=1.0, top_p=1e-9), [1.0, 0.0, 0.0]),  # always at least one token
-    (dict(temperature=1.0, top_k=2, top_p=0.6), [1.0, 0.0, 0.0]),  # top-p over the top-k renormalised: 0.625
-    (dict(temperature=1.0, top_k=2, top_p=0.7), [0.625, 0.375, 0.0]),
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        (dict(temperature=1.0), PROBS),
+        (dict(temperature=2.0), np.sqrt(PROBS) / np.sqrt(PROBS).sum()),
+        (dict(temperature=0.5), PROBS**2 / (PROBS**2).sum()),
+        (dict(temperature=1.0, top_k=1), [1.0, 0.0, 0.0]),
+        (dict(temperature=1.0, top_k=2), [0.625, 0.375, 0.0]),
+        (dict(temperature=1.0, top_k=5), PROBS),
+        (dict(temperature=1.0, top_p=0.4), [1.0, 0.0, 0.0]),  # 0.5 alone reaches 0.4
+        (dict(temperature=1.0, top_p=0.75), [0.625, 0.375, 0.0]),  # 0.5 + 0.3 reaches 0.75
+        (dict(temperature=1.0, top_p=0.81), PROBS),
+        (dict(temperature=1.0, top_p=1.0), PROBS),
+        (dict(temperature=1.0, top_p=1e-9), [1.0, 0.0, 0.0]),  # always at least one token
+        (dict(temperature=1.0, top_k=2, top_p=0.6), [1.0, 0.0, 0.0]),  # top-p over the top-k renormalised: 0.625
+        (dict(temperature=1.0, top_k=2, top_p=0.7), [0.625, 0.375, 0.0]),
+    ],
+)
 def test_filtered_distribution_matches_hand_computation(kwargs, expected):
     np.testing.assert_allclose(Sampler(**kwargs).distribution(LOGITS), expected, atol=1e-12)
 
@@ -70,11 +73,9 @@ def test_draw_frequencies_follow_the_distribution():
     np.testing.assert_allclose(counts, PROBS, atol=0.01)  # a fixed seed: the same counts every run
 
 
-@pytest.mark.parametrize("kwargs, allowed", [
-    (dict(top_k=2), {0, 1}),
-    (dict(top_p=0.75), {0, 1}),
-    (dict(top_p=0.4), {0}),
-])
+@pytest.mark.parametrize(
+    "kwargs, allowed", [(dict(top_k=2), {0, 1}), (dict(top_p=0.75), {0, 1}), (dict(top_p=0.4), {0})]
+)
 def test_filtered_tokens_are_never_drawn(kwargs, allowed):
     drawn = set(_draws(Sampler(1.0, seed=3, **kwargs), LOGITS, 2000).tolist())
     assert drawn == allowed
@@ -87,29 +88,35 @@ def test_high_temperature_flattens_and_low_temperature_sharpens():
     assert cold[0] > 0.99
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(temperature=-1.0), "temperature"),
-    (dict(temperature=float("nan")), "temperature"),
-    (dict(temperature="hot"), "temperature"),
-    (dict(temperature=True), "temperature"),
-    (dict(top_k=0), "top_k"),
-    (dict(top_k=1.5), "top_k"),
-    (dict(top_p=0.0), "top_p"),
-    (dict(top_p=1.5), "top_p"),
-    (dict(seed=-1), "seed"),
-    (dict(seed="abc"), "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(temperature=-1.0), "temperature"),
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(temperature="hot"), "temperature"),
+        (dict(temperature=True), "temperature"),
+        (dict(top_k=0), "top_k"),
+        (dict(top_k=1.5), "top_k"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(seed=-1), "seed"),
+        (dict(seed="abc"), "seed"),
+    ],
+)
 def test_bad_arguments_are_input_errors(kwargs, message):
     with pytest.raises(InputError, match=message):
         Sampler(**kwargs)
 
 
-@pytest.mark.parametrize("logits, message", [
-    (np.zeros((2, 3)), "1-D"),
-    (np.zeros(0), "non-empty"),
-    (np.array(["a", "b"]), "real numbers"),
-    (np.array([0.0, np.nan]), "NaN .at index 1"),
-])
+@pytest.mark.parametrize(
+    "logits, message",
+    [
+        (np.zeros((2, 3)), "1-D"),
+        (np.zeros(0), "non-empty"),
+        (np.array(["a", "b"]), "real numbers"),
+        (np.array([0.0, np.nan]), "NaN .at index 1"),
+    ],
+)
 def test_bad_logits_are_input_errors(logits, message):
     with pytest.raises(InputError, match=message):
         greedy(logits)

@@ -22,13 +22,16 @@ def tokenizer():
     return train_bpe_tokenizer(CORPUS, vocab_size=300)
 
 
-@pytest.mark.parametrize("text", [
-    "the quick brown fox",
-    "hello world, hello again!",
-    "text never seen in training: 42 + 7 = 49",
-    "café 日本語 🙂 emoji and accents",
-    "  leading spaces\nand a newline",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the quick brown fox",
+        "hello world, hello again!",
+        "text never seen in training: 42 + 7 = 49",
+        "café 日本語 🙂 emoji and accents",
+        "  leading spaces\nand a newline",
+    ],
+)
 def test_encode_decode_round_trip(tokenizer, text):
     ids = tokenizer.encode(text, add_special_tokens=False)
     assert all(0 <= i < tokenizer.vocab_size for i in ids)
@@ -103,11 +106,14 @@ def test_loading_errors(tmp_path):
         Tokenizer.from_file(bad)
 
 
-@pytest.mark.parametrize("texts, vocab_size, message", [
-    (CORPUS, 100, "vocab_size must be at least 259"),
-    ([], 300, "non-empty list of strings"),
-    ([b"bytes"], 300, "non-empty list of strings"),
-])
+@pytest.mark.parametrize(
+    "texts, vocab_size, message",
+    [
+        (CORPUS, 100, "vocab_size must be at least 259"),
+        ([], 300, "non-empty list of strings"),
+        ([b"bytes"], 300, "non-empty list of strings"),
+    ],
+)
 def test_training_argument_errors(texts, vocab_size, message):
     with pytest.raises(InputError, match=message):
         train_bpe_tokenizer(texts, vocab_size=vocab_size)

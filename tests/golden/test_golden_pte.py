@@ -57,8 +57,9 @@ def check_golden(name: str) -> None:
 
 
 def test_golden_files_present():
-    assert {"mlp", "cnn", "dynamic", "multi_method", "stateful", "int_bool", "constant_method",
-            "segments"} <= set(NAMES)
+    assert {"mlp", "cnn", "dynamic", "multi_method", "stateful", "int_bool", "constant_method", "segments"} <= set(
+        NAMES
+    )
     assert sum((GOLDEN_DIR / f"{n}.{ext}").stat().st_size for n in NAMES for ext in ("pte", "npz")) < 1 << 20
 
 

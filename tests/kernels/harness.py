@@ -73,6 +73,7 @@ def as_float(array: np.ndarray) -> np.ndarray:
     """bfloat16 arrays as float32 (exactly), for NumPy's comparisons; other arrays as they are."""
     return array.astype(np.float32) if array.dtype == NP_BF16 else array
 
+
 _RNG = np.random.default_rng(0)
 
 
@@ -137,8 +138,14 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol=None, atol=None, what="
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
     if want.dtype.kind in "fc" or want.dtype == NP_BF16:
         default_rtol, default_atol = {**TOLERANCES, **(tolerances or {})}.get(want.dtype, (1e-5, 1e-6))
-        np.testing.assert_allclose(as_float(got), as_float(want), rtol=rtol or default_rtol,
-                                   atol=atol or default_atol, equal_nan=True, err_msg=what)
+        np.testing.assert_allclose(
+            as_float(got),
+            as_float(want),
+            rtol=rtol or default_rtol,
+            atol=atol or default_atol,
+            equal_nan=True,
+            err_msg=what,
+        )
     else:
         np.testing.assert_array_equal(got, want, err_msg=what)
 
@@ -154,7 +161,7 @@ def run_case(case: Case, tolerances=None) -> None:
         with pytest.raises(KernelError):
             like = next(a for a in args if isinstance(a, np.ndarray))
             kernel.fn(*args, *[np.empty(like.shape, like.dtype) for _ in range(kernel.num_args - len(args))])
-            raise AssertionError(f"PyTorch raised {error!r} but the kernel did not")
+            raise AssertionError(f"PyTorch raised {error!r} but the kernel did not") from None
         return
     wants, as_list = _as_list(expected)
     wants = [w.detach().contiguous() for w in wants]

@@ -8,8 +8,17 @@ import torch
 
 from torchedge.kernels import dtypes
 
-DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16, torch.float32,
-          torch.float64]
+DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.float32,
+    torch.float64,
+]
 SCALARS = [True, 3, 2.5]
 
 

@@ -70,8 +70,11 @@ def _binary_cases():
         (rand(0, 3), rand(3)),
     ]
     for name, ref, alpha in table:
-        op = f"aten::{name}.out" if name.startswith(("add", "sub", "mul", "div", "min", "max", "log")) \
+        op = (
+            f"aten::{name}.out"
+            if name.startswith(("add", "sub", "mul", "div", "min", "max", "log"))
             else f"aten::{name}.Tensor_out"
+        )
         for i, (a, b) in enumerate(pairs):
             args = (a, b, 2) if alpha else (a, b)
             if name == "div":
@@ -100,13 +103,24 @@ def _division_cases():
     divisors = torch.tensor([[2, 2, -2, -2, 3, -4], [4, 3, 3, 4, -1, 3]])
     for mode in [None, "trunc", "floor"]:
         ref = lambda x, y, m: aten.div.Tensor_mode(x, y, rounding_mode=m)  # noqa: E731
-        for i, (x, y) in enumerate([(a, b), (ints, divisors), (ints.int(), divisors), (a.double(), divisors),
-                                    (ints.to(torch.uint8), divisors.abs().to(torch.uint8))]):
+        for i, (x, y) in enumerate(
+            [
+                (a, b),
+                (ints, divisors),
+                (ints.int(), divisors),
+                (a.double(), divisors),
+                (ints.to(torch.uint8), divisors.abs().to(torch.uint8)),
+            ]
+        ):
             yield Case("aten::div.out_mode", ref, (x, y, mode), id=f"div-{mode}-{i}").param()
         scalar_ref = lambda x, y, m: aten.div.Scalar_mode(x, y, rounding_mode=m)  # noqa: E731
         yield Case("aten::div.Scalar_mode_out", scalar_ref, (ints, -2, mode), id=f"div-scalar-{mode}").param()
-    yield Case("aten::div.out_mode", lambda x, y, m: aten.div.Tensor_mode(x, y, rounding_mode=m),
-               (ints, torch.zeros_like(ints), "floor"), id="div-int-by-zero").param()
+    yield Case(
+        "aten::div.out_mode",
+        lambda x, y, m: aten.div.Tensor_mode(x, y, rounding_mode=m),
+        (ints, torch.zeros_like(ints), "floor"),
+        id="div-int-by-zero",
+    ).param()
 
 
 def _power_cases():
@@ -130,12 +144,19 @@ def _comparison_cases():
     nan = torch.tensor([[1.0, float("nan"), 2.0], [float("inf"), -1.0, 0.0]])
     for name in ["eq", "ne", "lt", "le", "gt", "ge"]:
         ref_t, ref_s = getattr(aten, name).Tensor, getattr(aten, name).Scalar
-        for i, (a, b) in enumerate([(rand(3, 4, dtype=I32, low=0, high=3), rand(4, dtype=I32, low=0, high=3)),
-                                    (rand(2, 3), rand(2, 1)), (nan, nan.flip(0)),
-                                    (rand(2, 3, dtype=I64), rand(2, 3, dtype=F16)), (rand(2, 2, dtype=B), rand(2, 2, dtype=B))]):
+        for i, (a, b) in enumerate(
+            [
+                (rand(3, 4, dtype=I32, low=0, high=3), rand(4, dtype=I32, low=0, high=3)),
+                (rand(2, 3), rand(2, 1)),
+                (nan, nan.flip(0)),
+                (rand(2, 3, dtype=I64), rand(2, 3, dtype=F16)),
+                (rand(2, 2, dtype=B), rand(2, 2, dtype=B)),
+            ]
+        ):
             yield Case(f"aten::{name}.Tensor_out", ref_t, (a, b), id=f"{name}-t{i}").param()
-        for i, (a, s) in enumerate([(rand(2, 3, dtype=I32), 1), (rand(2, 3, dtype=I32), 0.5), (nan, 1.0),
-                                    (rand(2, 3, dtype=B), True)]):
+        for i, (a, s) in enumerate(
+            [(rand(2, 3, dtype=I32), 1), (rand(2, 3, dtype=I32), 0.5), (nan, 1.0), (rand(2, 3, dtype=B), True)]
+        ):
             yield Case(f"aten::{name}.Scalar_out", ref_s, (a, s), id=f"{name}-s{i}").param()
 
 
@@ -147,14 +168,20 @@ def _selection_cases():
     yield Case("aten::clamp.out", aten.clamp.default, (x, 1.0, -1.0), id="clamp-min-above-max").param()
     yield Case("aten::clamp.out", aten.clamp.default, (rand(3, 4, dtype=I32), 1.5, 2), id="clamp-int-float").param()
     yield Case("aten::clamp.out", aten.clamp.default, (rand(3, 4, dtype=I64), -1, 2), id="clamp-int").param()
-    yield Case("aten::clamp.Tensor_out", aten.clamp.Tensor, (rand(3, 4), rand(4) - 1, rand(3, 1) + 1),
-               id="clamp-tensor").param()
+    yield Case(
+        "aten::clamp.Tensor_out", aten.clamp.Tensor, (rand(3, 4), rand(4) - 1, rand(3, 1) + 1), id="clamp-tensor"
+    ).param()
     cond = rand(3, 4, dtype=B)
     yield Case("aten::where.self_out", aten.where.self, (cond, rand(3, 4), rand(4, dtype=F64)), id="where").param()
-    yield Case("aten::where.self_out", aten.where.self, (cond, rand(3, 4, dtype=I32), torch.tensor(2.5)),
-               id="where-0dim").param()
-    yield Case("aten::where.self_out", aten.where.self, (cond[:, :1], rand(1, 4, dtype=I64), rand(3, 1, dtype=I32)),
-               id="where-broadcast").param()
+    yield Case(
+        "aten::where.self_out", aten.where.self, (cond, rand(3, 4, dtype=I32), torch.tensor(2.5)), id="where-0dim"
+    ).param()
+    yield Case(
+        "aten::where.self_out",
+        aten.where.self,
+        (cond[:, :1], rand(1, 4, dtype=I64), rand(3, 1, dtype=I32)),
+        id="where-broadcast",
+    ).param()
 
 
 def _activation_cases():
@@ -163,23 +190,38 @@ def _activation_cases():
         yield Case("aten::hardtanh.out", aten.hardtanh.default, (x, -1.0, 1.0), id=f"hardtanh-{dtype}").param()
         yield Case("aten::hardtanh.out", aten.hardtanh.default, (x, 0.0, 6.0), id=f"relu6-{dtype}").param()
         for approximate in ["none", "tanh"]:
-            yield Case("aten::gelu.out", lambda a, m: aten.gelu(a, approximate=m), (x, approximate),
-                       id=f"gelu-{approximate}-{dtype}").param()
+            yield Case(
+                "aten::gelu.out",
+                lambda a, m: aten.gelu(a, approximate=m),
+                (x, approximate),
+                id=f"gelu-{approximate}-{dtype}",
+            ).param()
         for dim in [-1, 0]:
-            yield Case("aten::_softmax.out", aten._softmax.default, (x, dim, False), id=f"softmax-{dim}-{dtype}").param()
-            yield Case("aten::_log_softmax.out", aten._log_softmax.default, (x, dim, False),
-                       id=f"log_softmax-{dim}-{dtype}").param()
+            yield Case(
+                "aten::_softmax.out", aten._softmax.default, (x, dim, False), id=f"softmax-{dim}-{dtype}"
+            ).param()
+            yield Case(
+                "aten::_log_softmax.out", aten._log_softmax.default, (x, dim, False), id=f"log_softmax-{dim}-{dtype}"
+            ).param()
     masked = torch.tensor([[0.0, -math.inf, 1.0], [-math.inf, -math.inf, -math.inf]])
     yield Case("aten::_softmax.out", aten._softmax.default, (masked, 1, False), id="softmax-inf").param()
     yield Case("aten::_softmax.out", aten._softmax.default, (rand(2, 3, 5) * 30, 1, False), id="softmax-3d").param()
     yield Case("aten::_log_softmax.out", aten._log_softmax.default, (masked, -1, False), id="log_softmax-inf").param()
     yield Case("aten::_softmax.out", aten._softmax.default, (torch.tensor(2.0), 0, False), id="softmax-0dim").param()
-    yield Case("aten::gelu.out", lambda a, m: aten.gelu(a, approximate=m), (rand(3, dtype=I32), "none"),
-               id="gelu-int-refused").param()
+    yield Case(
+        "aten::gelu.out", lambda a, m: aten.gelu(a, approximate=m), (rand(3, dtype=I32), "none"), id="gelu-int-refused"
+    ).param()
 
 
-CASES = [*_unary_cases(), *_binary_cases(), *_division_cases(), *_power_cases(), *_comparison_cases(),
-         *_selection_cases(), *_activation_cases()]
+CASES = [
+    *_unary_cases(),
+    *_binary_cases(),
+    *_division_cases(),
+    *_power_cases(),
+    *_comparison_cases(),
+    *_selection_cases(),
+    *_activation_cases(),
+]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -11,8 +11,26 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import (ALL, B, BF16, F16, F32, F64, FLOATS, I16, I32, I64, I8, INTS, U8, Case,
-                                   assert_close, positive, rand, run_case)
+from tests.kernels.harness import (
+    ALL,
+    BF16,
+    F16,
+    F32,
+    F64,
+    FLOATS,
+    I8,
+    I16,
+    I32,
+    I64,
+    INTS,
+    U8,
+    B,
+    Case,
+    assert_close,
+    positive,
+    rand,
+    run_case,
+)
 from torchedge.kernels.registry import get_kernel
 
 aten = torch.ops.aten
@@ -24,8 +42,9 @@ def same_zeros(got, want):
     for g, w in zip(got, want):
         assert_close(g, w)  # bfloat16 in float32 with BF16_TOL
         zeros = w.astype(np.float32) == 0
-        np.testing.assert_array_equal(np.signbit(g.astype(np.float32)[zeros]), np.signbit(w.astype(np.float32)[zeros]),
-                                      err_msg="sign of zero")
+        np.testing.assert_array_equal(
+            np.signbit(g.astype(np.float32)[zeros]), np.signbit(w.astype(np.float32)[zeros]), err_msg="sign of zero"
+        )
 
 
 # -- inputs -----------------------------------------------------------------------------
@@ -68,10 +87,40 @@ def _default(name):
 
 
 UNARY = [  # name, reference, input maker (values where the op is interesting), arguments after self
-    *[(name, _default(name), rand, ()) for name in
-      ["neg", "abs", "sign", "ceil", "floor", "round", "trunc", "bitwise_not", "reciprocal", "exp", "exp2", "expm1",
-       "sin", "cos", "tan", "atan", "sinh", "cosh", "tanh", "asinh", "sigmoid", "erf", "relu", "logical_not",
-       "isnan", "isinf", "hardsigmoid", "hardswish", "silu"]],
+    *[
+        (name, _default(name), rand, ())
+        for name in [
+            "neg",
+            "abs",
+            "sign",
+            "ceil",
+            "floor",
+            "round",
+            "trunc",
+            "bitwise_not",
+            "reciprocal",
+            "exp",
+            "exp2",
+            "expm1",
+            "sin",
+            "cos",
+            "tan",
+            "atan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "asinh",
+            "sigmoid",
+            "erf",
+            "relu",
+            "logical_not",
+            "isnan",
+            "isinf",
+            "hardsigmoid",
+            "hardswish",
+            "silu",
+        ]
+    ],
     *[(name, _default(name), positive, ()) for name in ["sqrt", "rsqrt", "log", "log2", "log10", "log1p"]],
     *[(name, _default(name), unit, ()) for name in ["asin", "acos", "atanh", "erfinv"]],
     ("acosh", aten.acosh.default, above_one, ()),
@@ -127,8 +176,13 @@ def _unary_with_arguments_cases():
     values = torch.tensor([1.2345, 2.5, 3.5, -2.5, 1250.0, -0.04, 0.125, 12345.678])
     for dtype in FLOATS:
         for decimals in [-2, 1, 2, 3]:
-            yield Case("aten::round.decimals_out", lambda x, d: aten.round.decimals(x, decimals=d),
-                       (values.to(dtype), decimals), compare=same_zeros, id=f"round-decimals-{decimals}-{dtype}")
+            yield Case(
+                "aten::round.decimals_out",
+                lambda x, d: aten.round.decimals(x, decimals=d),
+                (values.to(dtype), decimals),
+                compare=same_zeros,
+                id=f"round-decimals-{decimals}-{dtype}",
+            )
 
 
 # -- binary -------------------------------------------------------------------------------
@@ -160,12 +214,20 @@ BINARY = [  # tensor op, scalar op (or None), reference
     ("logical_and.out", None, aten.logical_and),
     ("logical_or.out", None, aten.logical_or),
     ("logical_xor.out", None, aten.logical_xor),
-    *[(f"{name}.Tensor_out", f"{name}.Scalar_out", getattr(aten, name))
-      for name in ["eq", "ne", "lt", "le", "gt", "ge"]],
+    *[
+        (f"{name}.Tensor_out", f"{name}.Scalar_out", getattr(aten, name))
+        for name in ["eq", "ne", "lt", "le", "gt", "ge"]
+    ],
 ]
 ALPHA = {"add.out", "sub.out"}
 MIXED = [  # (self, other) dtype pairs: promotion across kinds and widths
-    (U8, I8), (B, I32), (I32, F16), (BF16, F16), (BF16, I64), (B, BF16), (F16, F64),
+    (U8, I8),
+    (B, I32),
+    (I32, F16),
+    (BF16, F16),
+    (BF16, I64),
+    (B, BF16),
+    (F16, F64),
 ]
 ZERO_DIM = [(I32, F32), (F16, F64), (U8, I64), (BF16, F32), (B, I16)]  # tensor dtype, 0-dim dtype
 SCALARS = [3, -2.5, True]
@@ -179,8 +241,7 @@ def _binary_cases():
         for dtype in ALL:
             yield Case(op, ref, (rand(3, 4, dtype=dtype), divisors(1, 4, dtype=dtype), *extra), id=f"{name}-{dtype}")
         for a, b in MIXED:
-            yield Case(op, ref, (rand(2, 4, dtype=a), divisors(4, 1, 1, dtype=b), *extra),
-                       id=f"{name}-{a}-{b}")
+            yield Case(op, ref, (rand(2, 4, dtype=a), divisors(4, 1, 1, dtype=b), *extra), id=f"{name}-{a}-{b}")
         for a, b in ZERO_DIM:
             yield Case(op, ref, (rand(2, 3, dtype=a), torch.tensor(2.0).to(b), *extra), id=f"{name}-0dim-{a}-{b}")
         yield Case(op, ref, (rand(0, 3), rand(3), *extra), id=f"{name}-empty")
@@ -191,8 +252,12 @@ def _binary_cases():
             continue
         for dtype in [B, I32, F16, BF16]:
             for scalar in SCALARS:
-                yield Case(f"aten::{scalar_op}", ref, (rand(3, 4, dtype=dtype), scalar, *extra),
-                           id=f"{scalar_op}-{dtype}-{scalar!r}")
+                yield Case(
+                    f"aten::{scalar_op}",
+                    ref,
+                    (rand(3, 4, dtype=dtype), scalar, *extra),
+                    id=f"{scalar_op}-{dtype}-{scalar!r}",
+                )
 
 
 def _division_cases():
@@ -216,10 +281,15 @@ def _division_cases():
     yield Case("aten::fmod.Scalar_out", aten.fmod, (ints, 0), id="fmod-scalar-zero")
     yield Case("aten::fmod.Scalar_out", aten.fmod, (ints, 0.0), id="fmod-scalar-float-zero")
     yield Case("aten::remainder.Scalar_out", aten.remainder, (ints, -3), id="remainder-scalar")
-    yield Case("aten::remainder.Scalar_Tensor_out", aten.remainder.Scalar_Tensor, (7, int_divisors),
-               id="remainder-scalar-tensor")
-    yield Case("aten::remainder.Scalar_Tensor_out", aten.remainder.Scalar_Tensor, (-7.5, a),
-               id="remainder-float-tensor")
+    yield Case(
+        "aten::remainder.Scalar_Tensor_out",
+        aten.remainder.Scalar_Tensor,
+        (7, int_divisors),
+        id="remainder-scalar-tensor",
+    )
+    yield Case(
+        "aten::remainder.Scalar_Tensor_out", aten.remainder.Scalar_Tensor, (-7.5, a), id="remainder-float-tensor"
+    )
 
 
 def _scalar_only_cases():
@@ -229,24 +299,35 @@ def _scalar_only_cases():
         for scalar in SCALARS:
             yield Case("aten::rsub.Scalar_out", _alpha(aten.rsub), (x, scalar, 3), id=f"rsub-{dtype}-{scalar!r}")
             for mode in ["trunc", "floor"]:
-                yield Case("aten::div.Scalar_mode_out", lambda a, b, m: aten.div.Scalar_mode(a, b, rounding_mode=m),
-                           (x, scalar, mode), id=f"div-{mode}-{dtype}-{scalar!r}")
+                yield Case(
+                    "aten::div.Scalar_mode_out",
+                    lambda a, b, m: aten.div.Scalar_mode(a, b, rounding_mode=m),
+                    (x, scalar, mode),
+                    id=f"div-{mode}-{dtype}-{scalar!r}",
+                )
 
 
 def _power_cases():
     exponents = torch.tensor([[-2, -1, 0, 1], [2, 3, 5, 7]])
     for dtype in ALL:
         base = rand(2, 4, dtype=dtype)
-        yield Case("aten::pow.Tensor_Tensor_out", aten.pow.Tensor_Tensor, (base, exponents.to(dtype)),
-                   id=f"pow-int-exponents-{dtype}")
+        yield Case(
+            "aten::pow.Tensor_Tensor_out",
+            aten.pow.Tensor_Tensor,
+            (base, exponents.to(dtype)),
+            id=f"pow-int-exponents-{dtype}",
+        )
         for exponent in [2, 3, 0.5, -1, -0.5, 2.5, True]:
-            yield Case("aten::pow.Tensor_Scalar_out", aten.pow.Tensor_Scalar, (base, exponent),
-                       id=f"pow-{dtype}-{exponent!r}")
-        yield Case("aten::pow.Scalar_out", aten.pow.Scalar, (2, exponents.abs().to(dtype)),
-                   id=f"pow-scalar-int-{dtype}")
+            yield Case(
+                "aten::pow.Tensor_Scalar_out", aten.pow.Tensor_Scalar, (base, exponent), id=f"pow-{dtype}-{exponent!r}"
+            )
+        yield Case(
+            "aten::pow.Scalar_out", aten.pow.Scalar, (2, exponents.abs().to(dtype)), id=f"pow-scalar-int-{dtype}"
+        )
         yield Case("aten::pow.Scalar_out", aten.pow.Scalar, (1.5, rand(2, 3, dtype=dtype)), id=f"pow-scalar-{dtype}")
-    yield Case("aten::pow.Tensor_Tensor_out", aten.pow.Tensor_Tensor, (specials(F32), specials(F32).flip(0)),
-               id="pow-special")
+    yield Case(
+        "aten::pow.Tensor_Tensor_out", aten.pow.Tensor_Tensor, (specials(F32), specials(F32).flip(0)), id="pow-special"
+    )
 
 
 def _selection_cases():
@@ -257,13 +338,19 @@ def _selection_cases():
         yield Case("aten::clamp.Tensor_out", aten.clamp.Tensor, (x, None, high), id=f"clamp-max-tensor-{dtype}")
         yield Case("aten::clamp.out", aten.clamp.default, (x, -1, 2), id=f"clamp-ints-{dtype}")
         yield Case("aten::clamp.out", aten.clamp.default, (x, -1.5, None), id=f"clamp-float-{dtype}")
-        yield Case("aten::where.self_out", aten.where.self, (rand(3, 1, dtype=B), x, rand(4, dtype=dtype)),
-                   id=f"where-{dtype}")
+        yield Case(
+            "aten::where.self_out", aten.where.self, (rand(3, 1, dtype=B), x, rand(4, dtype=dtype)), id=f"where-{dtype}"
+        )
     nan = torch.tensor([1.0, NAN, 3.0])
-    yield Case("aten::clamp.Tensor_out", aten.clamp.Tensor, (torch.tensor([1.0, 2.0, NAN]), nan, nan.flip(0)),
-               id="clamp-nan-bounds")
-    yield Case("aten::clamp.Tensor_out", aten.clamp.Tensor, (rand(3, 4, dtype=I32), rand(4), None),
-               id="clamp-promoting-bound")
+    yield Case(
+        "aten::clamp.Tensor_out",
+        aten.clamp.Tensor,
+        (torch.tensor([1.0, 2.0, NAN]), nan, nan.flip(0)),
+        id="clamp-nan-bounds",
+    )
+    yield Case(
+        "aten::clamp.Tensor_out", aten.clamp.Tensor, (rand(3, 4, dtype=I32), rand(4), None), id="clamp-promoting-bound"
+    )
     yield Case("aten::clamp.out", aten.clamp.default, (rand(3, 4, dtype=F16), 0.5, -0.5), id="clamp-min-above-max")
 
 
@@ -274,8 +361,16 @@ def _softmax_cases():
         yield Case("aten::_log_softmax.out", aten._log_softmax.default, (x, 0, False), id=f"log_softmax-{dtype}")
 
 
-CASES = [*_unary_cases(), *_unary_with_arguments_cases(), *_binary_cases(), *_scalar_only_cases(),
-         *_division_cases(), *_power_cases(), *_selection_cases(), *_softmax_cases()]
+CASES = [
+    *_unary_cases(),
+    *_unary_with_arguments_cases(),
+    *_binary_cases(),
+    *_scalar_only_cases(),
+    *_division_cases(),
+    *_power_cases(),
+    *_selection_cases(),
+    *_softmax_cases(),
+]
 
 
 @pytest.mark.parametrize("case", [c.param() for c in CASES])
@@ -286,8 +381,11 @@ def test_elementwise_core(case):
 def test_in_place_out_aliasing_an_input():
     """A kernel whose out is its own input (in-place) still reads every input before writing."""
     x = np.linspace(-4, 4, 12, dtype=np.float32).reshape(3, 4)
-    for op, ref in [("aten::hardswish.out", aten.hardswish.default), ("aten::sign.out", aten.sign.default),
-                    ("aten::leaky_relu.out", lambda t: aten.leaky_relu.default(t, 0.1))]:
+    for op, ref in [
+        ("aten::hardswish.out", aten.hardswish.default),
+        ("aten::sign.out", aten.sign.default),
+        ("aten::leaky_relu.out", lambda t: aten.leaky_relu.default(t, 0.1)),
+    ]:
         want = ref(torch.from_numpy(x)).numpy()
         buffer = x.copy()
         args = (buffer, 0.1) if "leaky" in op else (buffer,)

@@ -41,18 +41,30 @@ def _attention_cases():
     for dtype in [F32, F64]:
         q, k, v = rand(1, 4, 16, 8, dtype=dtype), rand(1, 4, 16, 8, dtype=dtype), rand(1, 4, 16, 8, dtype=dtype)
         causal = torch.triu(torch.full((16, 16), -math.inf, dtype=dtype), 1)[None, None]
-        yield Case("torchedge_fused::attention.out", _sdpa_decomposition, (q, k, v, None, 0.125),
-                   id=f"attention-{dtype}").param()
-        yield Case("torchedge_fused::attention.out", _sdpa_decomposition, (q, k, v, causal, 0.125),
-                   id=f"attention-causal-{dtype}").param()
+        yield Case(
+            "torchedge_fused::attention.out", _sdpa_decomposition, (q, k, v, None, 0.125), id=f"attention-{dtype}"
+        ).param()
+        yield Case(
+            "torchedge_fused::attention.out",
+            _sdpa_decomposition,
+            (q, k, v, causal, 0.125),
+            id=f"attention-causal-{dtype}",
+        ).param()
     # different query and key lengths, value width, batch dims; a row masked out entirely gives zeros
     mask = rand(2, 1, 5, 7)
     mask[0, 0, 2] = -math.inf
-    yield Case("torchedge_fused::attention.out", _sdpa_decomposition,
-               (rand(2, 3, 5, 4), rand(2, 3, 7, 4), rand(2, 3, 7, 6), mask, 0.5), id="attention-shapes").param()
-    yield Case("torchedge_fused::attention.out", _sdpa_decomposition,
-               (rand(3, 4, 4, dtype=F16), rand(3, 4, 4, dtype=F16), rand(3, 4, 4, dtype=F16), None, 1.0),
-               id="attention-float16-refused").param()  # the pass fuses float32 and float64 only
+    yield Case(
+        "torchedge_fused::attention.out",
+        _sdpa_decomposition,
+        (rand(2, 3, 5, 4), rand(2, 3, 7, 4), rand(2, 3, 7, 6), mask, 0.5),
+        id="attention-shapes",
+    ).param()
+    yield Case(
+        "torchedge_fused::attention.out",
+        _sdpa_decomposition,
+        (rand(3, 4, 4, dtype=F16), rand(3, 4, 4, dtype=F16), rand(3, 4, 4, dtype=F16), None, 1.0),
+        id="attention-float16-refused",
+    ).param()  # the pass fuses float32 and float64 only
 
 
 @pytest.mark.parametrize("case", list(_attention_cases()))
@@ -70,11 +82,13 @@ def test_attention(case):
 # -- convolution + batch norm + activation -------------------------------------------------------------
 
 
-def _conv_bn_act_reference(x, w, b, stride, padding, padding_after, dilation, groups, gamma, beta, mean, var, eps,
-                           activation, low, high):
+def _conv_bn_act_reference(
+    x, w, b, stride, padding, padding_after, dilation, groups, gamma, beta, mean, var, eps, activation, low, high
+):
     pads = [p for before, after in zip(reversed(padding), reversed(padding_after)) for p in (before, after)]
-    y = aten.convolution(aten.constant_pad_nd(x, pads, 0.0), w, b, stride, [0] * len(stride), dilation, False,
-                         [0] * len(stride), groups)
+    y = aten.convolution(
+        aten.constant_pad_nd(x, pads, 0.0), w, b, stride, [0] * len(stride), dilation, False, [0] * len(stride), groups
+    )
     if mean is not None:
         y = aten._native_batch_norm_legit_no_training(y, gamma, beta, mean, var, 0.1, eps)[0]
     if activation == "relu":
@@ -101,21 +115,86 @@ def _conv_bn_act_cases():
     for n, (xs, ws, stride, before, after, dilation, groups) in enumerate(configs):
         out_channels = ws[0]
         for dtype in [F32, F64]:
-            bn = (rand(out_channels, dtype=dtype), rand(out_channels, dtype=dtype), rand(out_channels, dtype=dtype),
-                  rand(out_channels, dtype=dtype, low=0.5, high=2.0))
+            bn = (
+                rand(out_channels, dtype=dtype),
+                rand(out_channels, dtype=dtype),
+                rand(out_channels, dtype=dtype),
+                rand(out_channels, dtype=dtype, low=0.5, high=2.0),
+            )
             for activation, low, high in [("none", 0.0, 0.0), ("relu", 0.0, 0.0), ("hardtanh", 0.0, 6.0)]:
-                yield Case("torchedge_fused::conv_bn_act.out", _conv_bn_act_reference,
-                           (rand(*xs, dtype=dtype), rand(*ws, dtype=dtype), rand(out_channels, dtype=dtype), stride,
-                            before, after, dilation, groups, *bn, 1e-3, activation, low, high),
-                           rtol=1e-4, atol=_CONV_ATOL, id=f"conv_bn_act-{n}-{activation}-{dtype}").param()
+                yield Case(
+                    "torchedge_fused::conv_bn_act.out",
+                    _conv_bn_act_reference,
+                    (
+                        rand(*xs, dtype=dtype),
+                        rand(*ws, dtype=dtype),
+                        rand(out_channels, dtype=dtype),
+                        stride,
+                        before,
+                        after,
+                        dilation,
+                        groups,
+                        *bn,
+                        1e-3,
+                        activation,
+                        low,
+                        high,
+                    ),
+                    rtol=1e-4,
+                    atol=_CONV_ATOL,
+                    id=f"conv_bn_act-{n}-{activation}-{dtype}",
+                ).param()
         # without a batch norm or a conv bias
-        yield Case("torchedge_fused::conv_bn_act.out", _conv_bn_act_reference,
-                   (rand(*xs), rand(*ws), None, stride, before, after, dilation, groups, None, None, None, None, 1e-5,
-                    "relu", 0.0, 0.0), rtol=1e-4, atol=_CONV_ATOL, id=f"conv_act-{n}").param()
-        yield Case("torchedge_fused::conv_bn_act.out", _conv_bn_act_reference,
-                   (rand(*xs), rand(*ws), None, stride, before, after, dilation, groups, None, None,
-                    rand(out_channels), rand(out_channels, low=0.5, high=2.0), 1e-5, "none", 0.0, 0.0),
-                   rtol=1e-4, atol=_CONV_ATOL, id=f"conv_bn-no-affine-{n}").param()
+        yield Case(
+            "torchedge_fused::conv_bn_act.out",
+            _conv_bn_act_reference,
+            (
+                rand(*xs),
+                rand(*ws),
+                None,
+                stride,
+                before,
+                after,
+                dilation,
+                groups,
+                None,
+                None,
+                None,
+                None,
+                1e-5,
+                "relu",
+                0.0,
+                0.0,
+            ),
+            rtol=1e-4,
+            atol=_CONV_ATOL,
+            id=f"conv_act-{n}",
+        ).param()
+        yield Case(
+            "torchedge_fused::conv_bn_act.out",
+            _conv_bn_act_reference,
+            (
+                rand(*xs),
+                rand(*ws),
+                None,
+                stride,
+                before,
+                after,
+                dilation,
+                groups,
+                None,
+                None,
+                rand(out_channels),
+                rand(out_channels, low=0.5, high=2.0),
+                1e-5,
+                "none",
+                0.0,
+                0.0,
+            ),
+            rtol=1e-4,
+            atol=_CONV_ATOL,
+            id=f"conv_bn-no-affine-{n}",
+        ).param()
 
 
 @pytest.mark.parametrize("case", list(_conv_bn_act_cases()))
@@ -132,8 +211,10 @@ def test_conv_bn_act_folds_constant_weights_once():
     w = rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
     stats = [rng.standard_normal(5).astype(np.float32) for _ in range(3)] + [np.full(5, 2.0, np.float32)]
     kernel = _kernel("torchedge_fused::conv_bn_act.out")
-    args = lambda weight, mean: (x, weight, None, [1, 1], [1, 1], [1, 1], [1, 1], 1, *stats[:2], mean, stats[3],  # noqa
-                                 1e-5, "none", 0.0, 0.0)
+
+    def args(weight, mean):
+        return (x, weight, None, [1, 1], [1, 1], [1, 1], [1, 1], 1, *stats[:2], mean, stats[3], 1e-5, "none", 0.0, 0.0)
+
     for a in (w, *stats):
         a.flags.writeable = False
     out1, out2 = np.empty((1, 5, 6, 6), np.float32), np.empty((1, 5, 6, 6), np.float32)
@@ -145,9 +226,15 @@ def test_conv_bn_act_folds_constant_weights_once():
     mean = stats[2] + 1
     kernel(*args(w, mean), out2)
     want = torch.ops.aten._native_batch_norm_legit_no_training(
-        aten.convolution(torch.from_numpy(x), torch.from_numpy(w.copy()), None, [1, 1], [1, 1], [1, 1], False,
-                         [0, 0], 1), *(torch.from_numpy(s.copy()) for s in stats[:2]), torch.from_numpy(mean),
-        torch.from_numpy(stats[3].copy()), 0.1, 1e-5)[0]
+        aten.convolution(
+            torch.from_numpy(x), torch.from_numpy(w.copy()), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1
+        ),
+        *(torch.from_numpy(s.copy()) for s in stats[:2]),
+        torch.from_numpy(mean),
+        torch.from_numpy(stats[3].copy()),
+        0.1,
+        1e-5,
+    )[0]
     assert_close(out2, want.numpy(), rtol=1e-4, atol=_CONV_ATOL)
 
 
@@ -156,17 +243,29 @@ def test_conv_bn_act_folds_constant_weights_once():
 
 def _linear_act_reference(x, w, b, activation):
     y = x @ w if b is None else torch.addmm(b, x, w)
-    return {"none": y, "relu": torch.relu(y), "gelu": torch.nn.functional.gelu(y),
-            "silu": torch.nn.functional.silu(y)}[activation]
+    return {"none": y, "relu": torch.relu(y), "gelu": torch.nn.functional.gelu(y), "silu": torch.nn.functional.silu(y)}[
+        activation
+    ]
 
 
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu", "silu"])
 @pytest.mark.parametrize("dtype", [F32, F64])
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_act(activation, dtype, bias):
-    run_case(Case("torchedge_fused::linear_act.out", _linear_act_reference,
-                  (rand(9, 12, dtype=dtype), rand(12, 7, dtype=dtype) / 3, rand(7, dtype=dtype) if bias else None,
-                   activation), rtol=1e-5, atol=1e-5))
+    run_case(
+        Case(
+            "torchedge_fused::linear_act.out",
+            _linear_act_reference,
+            (
+                rand(9, 12, dtype=dtype),
+                rand(12, 7, dtype=dtype) / 3,
+                rand(7, dtype=dtype) if bias else None,
+                activation,
+            ),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+    )
 
 
 # -- fast paths of the portable kernels ---------------------------------------------------------------
@@ -185,8 +284,9 @@ def test_pow_scalar_exponents(exponent, dtype):
         _kernel("aten::pow.Tensor_Scalar_out")(to_numpy(x), exponent, out)
     assert_close(out, to_numpy(want), rtol=3e-6 if dtype in (F32, F64) else None)
     finite = np.isfinite(to_numpy(want).astype(np.float32))
-    np.testing.assert_array_equal(np.signbit(out.astype(np.float32))[finite],
-                                  np.signbit(to_numpy(want).astype(np.float32))[finite])
+    np.testing.assert_array_equal(
+        np.signbit(out.astype(np.float32))[finite], np.signbit(to_numpy(want).astype(np.float32))[finite]
+    )
 
 
 @pytest.mark.parametrize("exponent", [2, 3, 5, -2, 0.5])
@@ -222,17 +322,26 @@ def test_gelu_out_aliasing_self():
     assert_close(array, torch.nn.functional.gelu(x).numpy())
 
 
-@pytest.mark.parametrize("op, bounds", [("aten::clamp.out", (0.0, 6.0)), ("aten::clamp.out", (None, 0.0)),
-                                        ("aten::clamp.out", (-1, 2)), ("aten::hardtanh.out", (0.0, 6.0)),
-                                        ("aten::relu.out", ())])
+@pytest.mark.parametrize(
+    "op, bounds",
+    [
+        ("aten::clamp.out", (0.0, 6.0)),
+        ("aten::clamp.out", (None, 0.0)),
+        ("aten::clamp.out", (-1, 2)),
+        ("aten::hardtanh.out", (0.0, 6.0)),
+        ("aten::relu.out", ()),
+    ],
+)
 @pytest.mark.parametrize("aliased", [False, True])
 def test_clamp_fast_path_keeps_signed_zeros(op, bounds, aliased):
     """One-pass clamps of float32 by numbers; inputs with zeros keep their signs, also in place."""
     x = rand(7, 9)
     x[0, :4] = torch.tensor([-0.0, 0.0, math.nan, -math.inf])
-    want = {"aten::relu.out": lambda: torch.relu(x),
-            "aten::hardtanh.out": lambda: torch.nn.functional.hardtanh(x, *bounds),
-            "aten::clamp.out": lambda: torch.clamp(x, *bounds)}[op]()
+    want = {
+        "aten::relu.out": lambda: torch.relu(x),
+        "aten::hardtanh.out": lambda: torch.nn.functional.hardtanh(x, *bounds),
+        "aten::clamp.out": lambda: torch.clamp(x, *bounds),
+    }[op]()
     array = to_numpy(x)
     out = array if aliased else np.empty_like(array)
     with quiet_run():
@@ -244,13 +353,27 @@ def test_clamp_fast_path_keeps_signed_zeros(op, bounds, aliased):
 @pytest.mark.parametrize("shape", [(2, 7, 33), (5, 1), (1, 197, 384)])
 def test_layer_norm_into_out_and_softmax(shape):
     x, w, b = rand(*shape), rand(shape[-1]), rand(shape[-1])
-    run_case(Case("aten::native_layer_norm.out", aten.native_layer_norm.default, (x, [shape[-1]], w, b, 1e-5),
-                  rtol=1e-5, atol=1e-5))
+    run_case(
+        Case(
+            "aten::native_layer_norm.out",
+            aten.native_layer_norm.default,
+            (x, [shape[-1]], w, b, 1e-5),
+            rtol=1e-5,
+            atol=1e-5,
+        )
+    )
     run_case(Case("aten::_softmax.out", aten._softmax.default, (x * 10, -1, False)))
 
 
-@pytest.mark.parametrize("op, ref", [("aten::add.out", lambda a, b: a + b), ("aten::mul.out", lambda a, b: a * b),
-                                     ("aten::sub.out", lambda a, b: a - b), ("aten::div.out", lambda a, b: a / b)])
+@pytest.mark.parametrize(
+    "op, ref",
+    [
+        ("aten::add.out", lambda a, b: a + b),
+        ("aten::mul.out", lambda a, b: a * b),
+        ("aten::sub.out", lambda a, b: a - b),
+        ("aten::div.out", lambda a, b: a / b),
+    ],
+)
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_binary_fast_path_with_aliasing_and_broadcasting(op, ref, dtype):
     a, b = rand(4, 1, 6, dtype=dtype), rand(3, 6, dtype=dtype, low=0.5, high=2.0)
@@ -274,5 +397,11 @@ def test_where_with_a_row_mask(rows):
         condition[:] = True
     elif rows == "some":
         condition[0, 1, 3] = True
-    run_case(Case("aten::where.self_out", aten.where.self, (condition, torch.zeros(1, 4, 16, 16), rand(1, 4, 16, 16)),
-                  id=f"where-{rows}"))
+    run_case(
+        Case(
+            "aten::where.self_out",
+            aten.where.self,
+            (condition, torch.zeros(1, 4, 16, 16), rand(1, 4, 16, 16)),
+            id=f"where-{rows}",
+        )
+    )

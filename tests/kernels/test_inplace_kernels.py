@@ -11,8 +11,24 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import (ALL, B, BF16, F16, F32, F64, FLOATS, I32, I64, I8, INTS, U8, assert_close, rand,
-                                   to_kernel_arg, to_numpy)
+from tests.kernels.harness import (
+    ALL,
+    BF16,
+    F16,
+    F32,
+    F64,
+    FLOATS,
+    I8,
+    I32,
+    I64,
+    INTS,
+    U8,
+    B,
+    assert_close,
+    rand,
+    to_kernel_arg,
+    to_numpy,
+)
 from torchedge.errors import KernelError
 from torchedge.kernels.portable import scatter, slicing
 from torchedge.kernels.portable.common import aliases
@@ -89,8 +105,9 @@ def test_copy_inplace_writes_through_a_noncontiguous_self():
     assert_close(buffer.T, to_numpy(self.clone().copy_(source)))
 
 
-@pytest.mark.parametrize("self_shape, src_shape", [((2, 4), (3,)), ((3,), (1, 3)), ((), (1,)), ((2, 3), (2, 1, 3))],
-                         ids=str)
+@pytest.mark.parametrize(
+    "self_shape, src_shape", [((2, 4), (3,)), ((3,), (1, 3)), ((), (1,)), ((2, 3), (2, 1, 3))], ids=str
+)
 def test_copy_inplace_refuses_src_that_does_not_broadcast_to_self(self_shape, src_shape):
     self, source = rand(*self_shape), rand(*src_shape)
     with pytest.raises(RuntimeError):
@@ -119,8 +136,12 @@ def _put_ref(self, indices, values, accumulate):
 
 
 def _kv_positions():
-    return {"one": torch.tensor([5]), "span": torch.arange(3, 7), "negative": torch.tensor([-1, -S]),
-            "int32": torch.tensor([0, 15], dtype=I32)}
+    return {
+        "one": torch.tensor([5]),
+        "span": torch.arange(3, 7),
+        "negative": torch.tensor([-1, -S]),
+        "int32": torch.tensor([0, 15], dtype=I32),
+    }
 
 
 @pytest.mark.parametrize("accumulate", [False, True])
@@ -138,9 +159,11 @@ def test_index_put_inplace_updates_a_kv_cache(where, dtype, accumulate):
 @pytest.mark.parametrize("dtype", ALL, ids=_name)
 def test_index_put_inplace_with_masks_and_broadcast_values(dtype, accumulate):
     cache = rand(1, H, S, D, dtype=dtype)
-    for indices, value_shape in [([None, None, rand(S, dtype=B)], (D,)),  # a mask along the sequence
-                                 ([rand(1, H, dtype=B)], (1, S, D)),  # a mask over the leading dims
-                                 ([None, torch.tensor([[0], [3]]), torch.tensor([1, 2])], (D,))]:
+    for indices, value_shape in [
+        ([None, None, rand(S, dtype=B)], (D,)),  # a mask along the sequence
+        ([rand(1, H, dtype=B)], (1, S, D)),  # a mask over the leading dims
+        ([None, torch.tensor([[0], [3]]), torch.tensor([1, 2])], (D,)),
+    ]:
         values = rand(*value_shape, dtype=dtype)
         got = _run_inplace("aten::index_put_", cache, indices, values, accumulate)
         assert_close(got, to_numpy(_put_ref(cache, indices, values, accumulate)), **_tol(dtype))
@@ -250,8 +273,11 @@ def test_aliased_index_put_touches_only_the_indexed_rows(written):
     assert written == [cache.numel()]
 
 
-@pytest.mark.parametrize("op, args", [("aten::slice_scatter.out", (rand(1, H, 2, D), 2, 5, 7, 1)),
-                                      ("aten::select_scatter.out", (rand(1, H, D), 2, 9))], ids=["slice", "select"])
+@pytest.mark.parametrize(
+    "op, args",
+    [("aten::slice_scatter.out", (rand(1, H, 2, D), 2, 5, 7, 1)), ("aten::select_scatter.out", (rand(1, H, D), 2, 9))],
+    ids=["slice", "select"],
+)
 def test_aliased_slice_and_select_scatter_write_only_the_new_rows(written, op, args):
     cache = rand(1, H, S, D)
     got = _run_aliased(op, cache, *args)
@@ -260,12 +286,16 @@ def test_aliased_slice_and_select_scatter_write_only_the_new_rows(written, op, a
     assert_close(got, to_numpy(ref(cache, *args)))
 
 
-@pytest.mark.parametrize("op, args, ref", [
-    ("aten::add.out", (rand(D), 2), lambda s, o, alpha: s + alpha * o),
-    ("aten::sub.out", (rand(1, 1, S, 1), 1), lambda s, o, alpha: s - alpha * o),
-    ("aten::mul.out", (rand(H, 1, D),), torch.mul),
-    ("aten::div.out", (rand(D, low=1.0, high=3.0),), torch.div),
-], ids=["add", "sub", "mul", "div"])
+@pytest.mark.parametrize(
+    "op, args, ref",
+    [
+        ("aten::add.out", (rand(D), 2), lambda s, o, alpha: s + alpha * o),
+        ("aten::sub.out", (rand(1, 1, S, 1), 1), lambda s, o, alpha: s - alpha * o),
+        ("aten::mul.out", (rand(H, 1, D),), torch.mul),
+        ("aten::div.out", (rand(D, low=1.0, high=3.0),), torch.div),
+    ],
+    ids=["add", "sub", "mul", "div"],
+)
 @pytest.mark.parametrize("dtype", FLOATS, ids=_name)
 def test_aliased_elementwise_out(op, args, ref, dtype):
     """The compiler also updates buffers with elementwise out kernels whose out is self."""

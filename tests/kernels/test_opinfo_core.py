@@ -54,8 +54,17 @@ def test_kernel_matches_eager(name, dtype):
 
 def test_the_harness_agrees_with_eager_itself():
     """Replaying calls on torch's own kernels (ATen mode) must pass: conversions, outs, binding."""
-    names = ["aten::add.Tensor", "aten::convolution", "aten::max_pool2d_with_indices", "aten::split_with_sizes",
-             "aten::_to_copy", "aten::index.Tensor", "aten::sort", "aten::native_layer_norm", "aten::view"]
+    names = [
+        "aten::add.Tensor",
+        "aten::convolution",
+        "aten::max_pool2d_with_indices",
+        "aten::split_with_sizes",
+        "aten::_to_copy",
+        "aten::index.Tensor",
+        "aten::sort",
+        "aten::native_layer_norm",
+        "aten::view",
+    ]
     calls = [call for (name, _), found in CALLS.items() if name in names for call in found[:1]]
     assert len(calls) > 30
     failures = [r for r in check_calls(calls, kernels=get_aten_kernel) if r.status is not Status.PASS]
@@ -106,6 +115,7 @@ def test_a_float_result_passes_when_as_close_to_float64_as_eager():
     def answer(value):
         def kernel(self, mat2, out):
             out[...] = value
+
         return _fake(kernel)
 
     assert check_call(*call, kernels=answer(1.0)).status is Status.PASS
@@ -125,8 +135,9 @@ def test_core_operators_map_to_the_kernels_the_runtime_calls():
 def test_kernels_coverage_command(capsys):
     assert main(["kernels", "--coverage", "--dtypes"]) == 0
     text = capsys.readouterr().out
-    covered, total, percent = re.search(r"(\d+)/(\d+) core ATen operators have a portable kernel \(([\d.]+)%\)",
-                                        text).groups()
+    covered, total, percent = re.search(
+        r"(\d+)/(\d+) core ATen operators have a portable kernel \(([\d.]+)%\)", text
+    ).groups()
     assert int(total) == len(core_operators()) and 0 < int(covered) <= int(total)
     assert abs(float(percent) - 100 * int(covered) / int(total)) < 0.1
     assert re.search(r"^aten::add\.Tensor +covered +aten::add\.out +\S*f32", text, re.MULTILINE)

@@ -18,8 +18,7 @@ import torch
 from torchedge.errors import KernelError
 from torchedge.kernels.portable import pooling
 from torchedge.kernels.portable.windows import release_workspace
-from torchedge.kernels.registry import get_kernel
-from torchedge.kernels.registry import output_shapes
+from torchedge.kernels.registry import get_kernel, output_shapes
 
 aten = torch.ops.aten
 _RNG = np.random.default_rng(7)
@@ -79,8 +78,7 @@ def test_efficientnet_average_pool_reads_only_the_input(strategy):
 def test_huge_max_pool_window_reads_only_the_input(strategy):
     x = torch.randn(2, 64, 5, 7)
     want = aten.max_pool2d_with_indices(x, [1280, 999], [1280, 999], [0, 0], [1, 1], True)
-    got, peak = _run("aten::max_pool2d_with_indices.out", x, [1280, 999], [1280, 999], [0, 0], [1, 1], True,
-                     like=want)
+    got, peak = _run("aten::max_pool2d_with_indices.out", x, [1280, 999], [1280, 999], [0, 0], [1, 1], True, like=want)
     _assert_equal(got, want)
     _assert_proportional(peak, x.numpy(), *got, factor=_MAX_FACTOR)
 
@@ -103,8 +101,9 @@ def test_huge_padding_and_stride(strategy, count_include_pad):
 def test_huge_3d_windows(strategy):
     x = torch.randn(1, 16, 3, 4, 5, dtype=torch.float64)
     want = aten.max_pool3d_with_indices(x, [64, 64, 64], [64, 64, 64], [0, 0, 0], [1, 1, 1], True)
-    got, peak = _run("aten::max_pool3d_with_indices.out", x, [64, 64, 64], [64, 64, 64], [0, 0, 0], [1, 1, 1], True,
-                     like=want)
+    got, peak = _run(
+        "aten::max_pool3d_with_indices.out", x, [64, 64, 64], [64, 64, 64], [0, 0, 0], [1, 1, 1], True, like=want
+    )
     _assert_equal(got, want)
     _assert_proportional(peak, x.numpy(), *got, factor=_MAX_FACTOR)
 
@@ -144,9 +143,12 @@ def test_all_lowest_windows_point_at_their_first_tap(strategy):
 
 
 _GEOMETRIES = [  # kernel, stride, padding, dilation, ceil_mode
-    ([3, 3], [2, 2], [1, 1], [1, 1], False), ([2, 3], [2, 1], [1, 1], [2, 1], True),
-    ([7, 9], [3, 4], [3, 2], [1, 2], True), ([40, 40], [1, 1], [20, 20], [1, 1], False),
-    ([1, 25], [5, 1], [0, 12], [1, 1], True), ([6, 4], [100, 100], [3, 2], [1, 1], True),
+    ([3, 3], [2, 2], [1, 1], [1, 1], False),
+    ([2, 3], [2, 1], [1, 1], [2, 1], True),
+    ([7, 9], [3, 4], [3, 2], [1, 2], True),
+    ([40, 40], [1, 1], [20, 20], [1, 1], False),
+    ([1, 25], [5, 1], [0, 12], [1, 1], True),
+    ([6, 4], [100, 100], [3, 2], [1, 1], True),
 ]
 
 
@@ -164,13 +166,15 @@ def test_avg_pool_matches_eager(strategy, geometry, count_include_pad, divisor):
     kernel, stride, padding, _, ceil_mode = geometry
     x = torch.from_numpy(_RNG.standard_normal((2, 3, 13, 17)))
     want = aten.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
-    (got,), _ = _run("aten::avg_pool2d.out", x, kernel, stride, padding, ceil_mode, count_include_pad, divisor,
-                     like=want)
+    (got,), _ = _run(
+        "aten::avg_pool2d.out", x, kernel, stride, padding, ceil_mode, count_include_pad, divisor, like=want
+    )
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-12, atol=1e-12)
     ints = (x * 10).long()
     want = aten.avg_pool2d(ints, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
-    (got,), _ = _run("aten::avg_pool2d.out", ints, kernel, stride, padding, ceil_mode, count_include_pad, divisor,
-                     like=want)
+    (got,), _ = _run(
+        "aten::avg_pool2d.out", ints, kernel, stride, padding, ceil_mode, count_include_pad, divisor, like=want
+    )
     np.testing.assert_array_equal(got, want.numpy())
 
 
@@ -228,8 +232,14 @@ def test_average_pool_backward_huge_padding_and_stride(strategy, count_include_p
 
 def test_average_pool_3d_backward_huge_stride_and_wide_windows(strategy):
     _avg_backward(torch.randn(1, 16, 3, 4, 5), ([3, 4, 5], [1000, 1000, 1000], [1, 2, 2]), True, True)
-    _avg_backward(torch.randn(1, 2, 16, 16, 16, dtype=torch.float64), ([10, 10, 10], [1, 1, 1], [5, 5, 5]), False,
-                  False, rtol=1e-12, atol=1e-12)
+    _avg_backward(
+        torch.randn(1, 2, 16, 16, 16, dtype=torch.float64),
+        ([10, 10, 10], [1, 1, 1], [5, 5, 5]),
+        False,
+        False,
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_wide_overlapping_average_pool_backward():
@@ -251,14 +261,24 @@ def test_huge_max_pool_backward(dims, kernel):
     _, indices = getattr(aten, f"max_pool{dims}d_with_indices")(x, *geometry)
     grad = torch.randn(indices.shape)
     want = getattr(aten, f"max_pool{dims}d_with_indices_backward")(grad, x, *geometry, indices)
-    (got,), peak = _run(f"aten::max_pool{dims}d_with_indices_backward.grad_input", grad, x, *geometry, indices,
-                        like=want)
+    (got,), peak = _run(
+        f"aten::max_pool{dims}d_with_indices_backward.grad_input", grad, x, *geometry, indices, like=want
+    )
     _assert_equal([got], want)
     _assert_proportional(peak, grad.numpy(), x.numpy(), indices.numpy(), got)
 
 
-@pytest.mark.parametrize("size, out_size", [((1, 5000), (1, 4999)), ((1, 3000), (1, 9001)), ((5000, 1), (1, 5000)),
-                                            ((9, 10), (4, 3)), ((13, 17), (26, 18)), ((3, 3, 4000), (3, 3, 3999))])
+@pytest.mark.parametrize(
+    "size, out_size",
+    [
+        ((1, 5000), (1, 4999)),
+        ((1, 3000), (1, 9001)),
+        ((5000, 1), (1, 5000)),
+        ((9, 10), (4, 3)),
+        ((13, 17), (26, 18)),
+        ((3, 3, 4000), (3, 3, 3999)),
+    ],
+)
 def test_adaptive_average_pool_backward_is_linear(size, out_size):
     x = torch.randn(1, 2, *size, dtype=torch.float64)
     grad = torch.randn(1, 2, *out_size, dtype=torch.float64)
@@ -282,12 +302,22 @@ def test_col2im_drops_the_padding_before_adding():
 # -- ATen's argument checks ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op, call, args", [
-    ("aten::max_pool2d_with_indices.out", aten.max_pool2d_with_indices,  # padding above kernel/2, dilation aside
-     ([10, 2], [1, 1], [6, 0], [2, 1], False)),
-    ("aten::avg_pool2d.out", aten.avg_pool2d, ([3, 3], [1, 1], [2, 0], False, True, None)),
-    ("aten::avg_pool3d.out", aten.avg_pool3d, ([3, 3, 9], [1, 1, 1], [1, 1, 1], False, True, None)),  # window > input
-])
+@pytest.mark.parametrize(
+    "op, call, args",
+    [
+        (
+            "aten::max_pool2d_with_indices.out",
+            aten.max_pool2d_with_indices,  # padding above kernel/2, dilation aside
+            ([10, 2], [1, 1], [6, 0], [2, 1], False),
+        ),
+        ("aten::avg_pool2d.out", aten.avg_pool2d, ([3, 3], [1, 1], [2, 0], False, True, None)),
+        (
+            "aten::avg_pool3d.out",
+            aten.avg_pool3d,
+            ([3, 3, 9], [1, 1, 1], [1, 1, 1], False, True, None),
+        ),  # window > input
+    ],
+)
 def test_refuses_what_aten_refuses(op, call, args):
     x = torch.randn(1, 2, 4, 5, 6)[..., 0, :, :] if "2d" in op else torch.randn(1, 2, 4, 5, 6)
     with pytest.raises(RuntimeError):
@@ -302,8 +332,7 @@ def test_refuses_empty_channel_or_spatial_dims(shape):
     with pytest.raises(RuntimeError):
         aten.avg_pool2d(x, [2, 2])
     with pytest.raises(KernelError):
-        get_kernel("aten::avg_pool2d.out").fn(x.numpy(), [2, 2], [], [0, 0], False, True, None,
-                                              np.empty(1, np.float32))
+        get_kernel("aten::avg_pool2d.out").fn(x.numpy(), [2, 2], [], [0, 0], False, True, None, np.empty(1, np.float32))
     with pytest.raises(KernelError):
         output_shapes("aten::_adaptive_avg_pool2d.out", [x.numpy(), [1, 1], None])
 

@@ -17,10 +17,23 @@ def call(op, *args):
 PAIRS = [(7, 2), (-7, 2), (7, -2), (6, 3), (7.5, 2), (-7.5, 2.0), (3, 0.5), (True, False)]
 
 
-@pytest.mark.parametrize("name,fn", [("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                                     ("eq", operator.eq), ("gt", operator.gt), ("lt", operator.lt),
-                                     ("ge", operator.ge), ("le", operator.le), ("sym_max", max), ("sym_min", min),
-                                     ("floordiv", operator.floordiv), ("truediv", operator.truediv)])
+@pytest.mark.parametrize(
+    "name,fn",
+    [
+        ("add", operator.add),
+        ("sub", operator.sub),
+        ("mul", operator.mul),
+        ("eq", operator.eq),
+        ("gt", operator.gt),
+        ("lt", operator.lt),
+        ("ge", operator.ge),
+        ("le", operator.le),
+        ("sym_max", max),
+        ("sym_min", min),
+        ("floordiv", operator.floordiv),
+        ("truediv", operator.truediv),
+    ],
+)
 def test_binary_scalar_ops_follow_python(name, fn):
     for a, b in PAIRS:
         if name in ("floordiv", "truediv") and b == 0:

@@ -32,8 +32,13 @@ def _dims_cases():
         for dims in dim_choices:
             for keepdim in [False, True]:
                 tag = f"{dtype}-{dims}-{keepdim}"
-                yield Case("aten::sum.IntList_out", sum_ref, (x, dims, keepdim, None),
-                           rtol=1e-5 if dtype != F16 else 1e-2, id=f"sum-{tag}").param()
+                yield Case(
+                    "aten::sum.IntList_out",
+                    sum_ref,
+                    (x, dims, keepdim, None),
+                    rtol=1e-5 if dtype != F16 else 1e-2,
+                    id=f"sum-{tag}",
+                ).param()
                 if dtype.is_floating_point:
                     yield Case("aten::mean.out", mean_ref, (x, dims, keepdim, None), id=f"mean-{tag}").param()
                 if dims is not None:
@@ -50,8 +55,9 @@ def _other_cases():
     yield Case("aten::sum.IntList_out", sum_ref, (torch.tensor(2.5), [0], True, None), id="sum-0dim").param()
     yield Case("aten::mean.out", mean_ref, (ints, [0], False, torch.float32), id="mean-int-dtype").param()
     yield Case("aten::mean.out", mean_ref, (ints, [0], False, None), id="mean-int-refused").param()
-    yield Case("aten::mean.out", mean_ref, (rand(2, 3, dtype=F16), [1], True, torch.float32),
-               id="mean-half-to-float").param()
+    yield Case(
+        "aten::mean.out", mean_ref, (rand(2, 3, dtype=F16), [1], True, torch.float32), id="mean-half-to-float"
+    ).param()
     yield Case("aten::mean.dtype_out", lambda a, dt: aten.mean.default(a, dtype=dt), (x, None), id="mean-all").param()
     nan = torch.tensor([[1.0, NAN, 3.0], [4.0, 5.0, 6.0]])
     for op, ref in [("amax", aten.amax.default), ("amin", aten.amin.default)]:
@@ -60,17 +66,25 @@ def _other_cases():
     yield Case("aten::any.out", aten.any.dim, (rand(3, 4, dtype=B), -1, True), id="any-dim").param()
     yield Case("aten::any.out", aten.any.dim, (torch.tensor([[0.0, NAN], [0.0, 0.0]]), 1, False), id="any-nan").param()
     yield Case("aten::any.all_out", aten.any.default, (rand(3, 4, dtype=I32, low=0, high=0),), id="any-all").param()
-    yield Case("aten::any.all_out", aten.any.default, (torch.tensor([0, 3], dtype=torch.uint8),), id="any-uint8").param()
+    yield Case(
+        "aten::any.all_out", aten.any.default, (torch.tensor([0, 3], dtype=torch.uint8),), id="any-uint8"
+    ).param()
     for op, ref in [("argmax", aten.argmax.default), ("argmin", aten.argmin.default)]:
         for dim, keepdim in [(None, False), (None, True), (1, False), (-2, True), (0, False)]:
-            yield Case(f"aten::{op}.out", ref, (rand(3, 4, dtype=I32, low=0, high=4), dim, keepdim),
-                       id=f"{op}-{dim}-{keepdim}").param()
+            yield Case(
+                f"aten::{op}.out", ref, (rand(3, 4, dtype=I32, low=0, high=4), dim, keepdim), id=f"{op}-{dim}-{keepdim}"
+            ).param()
         yield Case(f"aten::{op}.out", ref, (nan, 1, False), id=f"{op}-nan").param()
         yield Case(f"aten::{op}.out", ref, (torch.tensor(3.0), 0, False), id=f"{op}-0dim").param()
     for dtype in [F32, F64, F16, I32, B]:
         for dim in [0, -1]:
-            yield Case("aten::cumsum.out", cumsum_ref, (rand(3, 5, dtype=dtype), dim, None),
-                       rtol=1e-5 if dtype != F16 else 1e-2, id=f"cumsum-{dtype}-{dim}").param()
+            yield Case(
+                "aten::cumsum.out",
+                cumsum_ref,
+                (rand(3, 5, dtype=dtype), dim, None),
+                rtol=1e-5 if dtype != F16 else 1e-2,
+                id=f"cumsum-{dtype}-{dim}",
+            ).param()
     yield Case("aten::cumsum.out", cumsum_ref, (ints, 1, torch.float64), id="cumsum-dtype").param()
     yield Case("aten::cumsum.out", cumsum_ref, (torch.tensor(1.5), 0, None), id="cumsum-0dim").param()
 
@@ -94,12 +108,21 @@ def _topk_cases():
     for dtype in [F32, F64, I32, I64]:
         x = _distinct(4, 7, dtype=dtype)
         for k, dim, largest in [(3, -1, True), (3, -1, False), (2, 0, True), (4, 0, False), (0, 1, True), (7, 1, True)]:
-            yield Case("aten::topk.values", aten.topk.default, (x, k, dim, largest, True),
-                       id=f"topk-{dtype}-{k}-{dim}-{largest}").param()
+            yield Case(
+                "aten::topk.values",
+                aten.topk.default,
+                (x, k, dim, largest, True),
+                id=f"topk-{dtype}-{k}-{dim}-{largest}",
+            ).param()
     nan = torch.tensor([[1.0, NAN, 3.0, -1.0], [NAN, 2.0, NAN, 0.5]])
     for largest in [True, False]:  # which of two nans comes first is unspecified
-        yield Case("aten::topk.values", aten.topk.default, (nan, 3, 1, largest, True), compare=_topk_consistent(nan),
-                   id=f"topk-nan-{largest}").param()
+        yield Case(
+            "aten::topk.values",
+            aten.topk.default,
+            (nan, 3, 1, largest, True),
+            compare=_topk_consistent(nan),
+            id=f"topk-nan-{largest}",
+        ).param()
     yield Case("aten::topk.values", aten.topk.default, (_distinct(5), 6, 0, True, True), id="topk-k-too-big").param()
 
 

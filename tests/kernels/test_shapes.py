@@ -21,8 +21,14 @@ from torchedge.devtools.output_compare import Unsupported
 from torchedge.errors import KernelError, OperatorMissingError
 from torchedge.exir.op_schema import op_name
 from torchedge.kernels import registry
-from torchedge.kernels.registry import (has_shape_function, op_traits, output_shapes, register_kernel,
-                                        registered_operators, shape_operators)
+from torchedge.kernels.registry import (
+    has_shape_function,
+    op_traits,
+    output_shapes,
+    register_kernel,
+    registered_operators,
+    shape_operators,
+)
 
 aten = torch.ops.aten
 
@@ -36,17 +42,22 @@ def _has_no_out_to_size(name: str) -> bool:
 
 
 def test_every_kernel_has_a_shape_function_or_a_trait_saying_why_not():
-    missing = [name for name in registered_operators()
-               if not has_shape_function(name) and not _has_no_out_to_size(name)]
-    assert not missing, ("kernels without a shape function (register one with register_kernel(..., shape=...), or "
-                         f"mark the operator data_dependent, returns_value or view): {missing}")
+    missing = [
+        name for name in registered_operators() if not has_shape_function(name) and not _has_no_out_to_size(name)
+    ]
+    assert not missing, (
+        "kernels without a shape function (register one with register_kernel(..., shape=...), or "
+        f"mark the operator data_dependent, returns_value or view): {missing}"
+    )
     both = sorted(name for name in shape_operators() if _has_no_out_to_size(name))
     assert not both, f"operators with a shape function and a trait saying they need none: {both}"
 
 
 def test_shape_functions_import_without_torch():
-    check = ("import sys, torchedge.kernels.registry as r; r.shape_operators()\n"
-             "print(','.join(m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'torchedge.exir'))))")
+    check = (
+        "import sys, torchedge.kernels.registry as r; r.shape_operators()\n"
+        "print(','.join(m for m in sys.modules if m == 'torch' or m.startswith(('torch.', 'torchedge.exir'))))"
+    )
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "", f"importing the shape functions imported: {result.stdout.strip()}"
 
@@ -75,8 +86,17 @@ def _extra_calls() -> list:
         _call(aten._adaptive_avg_pool3d_backward.default, torch.randn(1, 2, 2, 2, 3), x5),
         _call(aten.avg_pool2d_backward.default, grad4, x4, [2, 2], [2, 2], [0, 0], False, True, None),
         _call(aten.avg_pool3d_backward.default, pooled, x5, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, None),
-        _call(aten.max_pool3d_with_indices_backward.default, pooled, x5, [2, 2, 2], [2, 2, 2], [0, 0, 0],
-              [1, 1, 1], False, indices),
+        _call(
+            aten.max_pool3d_with_indices_backward.default,
+            pooled,
+            x5,
+            [2, 2, 2],
+            [2, 2, 2],
+            [0, 0, 0],
+            [1, 1, 1],
+            False,
+            indices,
+        ),
         _call(aten.avg_pool1d.default, x, [3], [2], [1], True),
         _call(aten.adaptive_avg_pool1d.default, x, [3]),
         _call(aten._fft_r2c.default, torch.randn(4, 7), [0, 1], 0, True),
@@ -84,19 +104,65 @@ def _extra_calls() -> list:
         _call(aten._fft_c2r.default, c, [0, 1], 0, 11),
         _call(aten._fft_c2c.default, c, [1], 1, False),
         _call(aten._native_batch_norm_legit.no_stats, x, None, None, True, 0.1, 1e-5),
-        _call(aten._native_batch_norm_legit_no_training.default, x, None, None, torch.zeros(3), torch.ones(3), 0.1,
-              1e-5),
+        _call(
+            aten._native_batch_norm_legit_no_training.default, x, None, None, torch.zeros(3), torch.ones(3), 0.1, 1e-5
+        ),
         _call(aten._native_batch_norm_legit.default, x, None, None, torch.zeros(3), torch.ones(3), False, 0.1, 1e-5),
         _call(aten.native_layer_norm_backward.default, y, y, [4], mean, rstd, w, b, [True, True, True]),
         _call(aten.native_layer_norm_backward.default, y, y, [4], mean, rstd, w, b, [True, False, True]),
-        _call(aten.native_group_norm_backward.default, gn, gn, gn_mean, gn_rstd, torch.randn(6), 2, 6, 5, 3,
-              [True, True, False]),
-        _call(aten.convolution_backward.default, torch.randn(2, 4, 6, 6), conv_in, conv_w, [4], [1, 1], [0, 0],
-              [1, 1], False, [0, 0], 1, [True, True, True]),
-        _call(aten.convolution_backward.default, torch.randn(2, 4, 6, 6), conv_in, conv_w, None, [1, 1], [0, 0],
-              [1, 1], False, [0, 0], 1, [False, True, False]),
-        _call(aten.convolution.default, torch.randn(2, 4, 5, 5), torch.randn(4, 3, 3, 3), None, [2, 2], [1, 1],
-              [2, 2], True, [1, 1], 2),
+        _call(
+            aten.native_group_norm_backward.default,
+            gn,
+            gn,
+            gn_mean,
+            gn_rstd,
+            torch.randn(6),
+            2,
+            6,
+            5,
+            3,
+            [True, True, False],
+        ),
+        _call(
+            aten.convolution_backward.default,
+            torch.randn(2, 4, 6, 6),
+            conv_in,
+            conv_w,
+            [4],
+            [1, 1],
+            [0, 0],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+            [True, True, True],
+        ),
+        _call(
+            aten.convolution_backward.default,
+            torch.randn(2, 4, 6, 6),
+            conv_in,
+            conv_w,
+            None,
+            [1, 1],
+            [0, 0],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+            [False, True, False],
+        ),
+        _call(
+            aten.convolution.default,
+            torch.randn(2, 4, 5, 5),
+            torch.randn(4, 3, 3, 3),
+            None,
+            [2, 2],
+            [1, 1],
+            [2, 2],
+            True,
+            [1, 1],
+            2,
+        ),
         _call(aten.im2col.default, x4, [2, 3], [1, 1], [1, 0], [2, 1]),
         _call(aten.col2im.default, torch.randn(2, 12, 12), [4, 5], [2, 2], [1, 1], [0, 0], [1, 1]),
         _call(aten.embedding_dense_backward.default, torch.randn(2, 3, 5), idx, 7, -1, False),
@@ -135,8 +201,17 @@ def _extra_calls() -> list:
         _call(aten.masked_fill.Scalar, torch.randn(3), torch.ones(2, 3, dtype=torch.bool), 1.0),
         _call(aten.masked_scatter.default, torch.randn(3), torch.ones(2, 3, dtype=torch.bool), torch.randn(7)),
         _call(aten.round.decimals, x, decimals=2),
-        *(_call(op, x) for op in (aten.erfinv.default, aten.exp2.default, aten.hardsigmoid.default,
-                                   aten.hardswish.default, aten.silu.default, aten.logit.default)),
+        *(
+            _call(op, x)
+            for op in (
+                aten.erfinv.default,
+                aten.exp2.default,
+                aten.hardsigmoid.default,
+                aten.hardswish.default,
+                aten.silu.default,
+                aten.logit.default,
+            )
+        ),
         *(_call(op, ints, 3) for op in (aten.bitwise_and.Scalar, aten.bitwise_or.Scalar, aten.bitwise_xor.Scalar)),
         _call(aten.scatter.reduce, ints, 0, idx, ints, reduce="add"),
         _call(aten.scatter.value, x[0], 0, idx, 1.0),
@@ -164,8 +239,20 @@ def _extra_calls() -> list:
     ]
     for op in (aten._embedding_bag.default, aten._embedding_bag_forward_only.default):
         for dtype, mode, include_last_offset, padding_idx in _BAGS:
-            calls.append(_call(op, weights.to(dtype), bag_indices, offsets, False, mode, False, None,
-                               include_last_offset, padding_idx))
+            calls.append(
+                _call(
+                    op,
+                    weights.to(dtype),
+                    bag_indices,
+                    offsets,
+                    False,
+                    mode,
+                    False,
+                    None,
+                    include_last_offset,
+                    padding_idx,
+                )
+            )
     return calls
 
 
@@ -201,8 +288,13 @@ def _quantized_calls(x) -> list:
 
 # embedding_bag's index and size outs depend on the weights' dtype, the mode, include_last_offset and
 # padding_idx: (dtype, mode, include_last_offset, padding_idx)
-_BAGS = [(torch.float32, 0, False, -1), (torch.float64, 0, True, -1), (torch.float32, 0, True, 2),
-         (torch.float32, 1, True, -1), (torch.float16, 2, False, -1)]
+_BAGS = [
+    (torch.float32, 0, False, -1),
+    (torch.float64, 0, True, -1),
+    (torch.float32, 0, True, 2),
+    (torch.float32, 1, True, -1),
+    (torch.float16, 2, False, -1),
+]
 
 
 # kernels no eager call reaches (their torch operators live in ExecuTorch): checked in CASES below
@@ -310,18 +402,29 @@ CASES = [  # (operator, kernel arguments, expected shapes)
     ("aten::select_copy.int_out", [t(2, 3, 4), 1, -3, STALE], [(2, 4)]),
     ("aten::constant_pad_nd.out", [t(2, 3), (1, 2, -1, 0), 0.0, STALE], [(1, 6)]),
     ("aten::index.Tensor_out", [t(5, 6, 7), [None, t(2, 3, dtype=np.int64)], STALE], [(5, 2, 3, 7)]),
-    ("aten::index.Tensor_out", [t(5, 6, 7), [t(2, dtype=np.int64), None, t(3, 1, dtype=np.int64)], STALE],
-     [(3, 2, 6)]),
+    ("aten::index.Tensor_out", [t(5, 6, 7), [t(2, dtype=np.int64), None, t(3, 1, dtype=np.int64)], STALE], [(3, 2, 6)]),
     ("aten::index.Tensor_out", [t(5, 6, 7), [None, np.array([1, 0, 1, 1, 0, 0], bool)], STALE], [(5, 3, 7)]),
-    ("aten::convolution.out", [t(1, 4, 10, 9), t(6, 2, 3, 3), None, (2, 1), (1,), (2,), False, (0,), 2, STALE],
-     [(1, 6, 4, 7)]),
+    (
+        "aten::convolution.out",
+        [t(1, 4, 10, 9), t(6, 2, 3, 3), None, (2, 1), (1,), (2,), False, (0,), 2, STALE],
+        [(1, 6, 4, 7)],
+    ),
     ("aten::convolution.out", [t(4, 7), t(8, 4, 3), None, (3,), (1,), (1,), False, (0,), 1, STALE], [(8, 3)]),
-    ("aten::convolution.out", [t(1, 4, 5, 5), t(4, 3, 3, 3), None, (2,), (1,), (1,), True, (1,), 2, STALE],
-     [(1, 6, 10, 10)]),
-    ("aten::max_pool2d_with_indices.out", [t(1, 1, 5, 5), (2, 2), (2, 2), (0, 0), (1, 1), True, STALE, STALE],
-     [(1, 1, 3, 3)] * 2),
-    ("aten::max_pool2d_with_indices.out", [t(1, 1, 5, 5), (2, 2), (2, 2), (0, 0), (1, 1), False, STALE, STALE],
-     [(1, 1, 2, 2)] * 2),
+    (
+        "aten::convolution.out",
+        [t(1, 4, 5, 5), t(4, 3, 3, 3), None, (2,), (1,), (1,), True, (1,), 2, STALE],
+        [(1, 6, 10, 10)],
+    ),
+    (
+        "aten::max_pool2d_with_indices.out",
+        [t(1, 1, 5, 5), (2, 2), (2, 2), (0, 0), (1, 1), True, STALE, STALE],
+        [(1, 1, 3, 3)] * 2,
+    ),
+    (
+        "aten::max_pool2d_with_indices.out",
+        [t(1, 1, 5, 5), (2, 2), (2, 2), (0, 0), (1, 1), False, STALE, STALE],
+        [(1, 1, 2, 2)] * 2,
+    ),
     ("aten::avg_pool2d.out", [t(3, 6, 6), (3,), (), (1,), True, True, None, STALE], [(3, 3, 3)]),
     ("aten::avg_pool2d.out", [t(3, 6, 6), (3,), (), (1,), False, True, None, STALE], [(3, 2, 2)]),
     ("aten::avg_pool2d.out", [t(3, 5, 5), (2,), (2,), (1,), True, True, None, STALE], [(3, 3, 3)]),
@@ -337,8 +440,11 @@ CASES = [  # (operator, kernel arguments, expected shapes)
     ("aten::argmax.out", [t(2, 3), None, True, STALE], [(1, 1)]),
     ("aten::max.dim_max", [t(2, 3), 1, False, STALE, STALE], [(2,), (2,)]),
     ("aten::topk.values", [t(2, 5), 3, -1, True, True, STALE, STALE], [(2, 3), (2, 3)]),
-    ("aten::native_layer_norm.out", [t(2, 3, 4), (3, 4), None, None, 1e-5, STALE, STALE, STALE],
-     [(2, 3, 4), (2, 1, 1), (2, 1, 1)]),
+    (
+        "aten::native_layer_norm.out",
+        [t(2, 3, 4), (3, 4), None, None, 1e-5, STALE, STALE, STALE],
+        [(2, 3, 4), (2, 1, 1), (2, 1, 1)],
+    ),
     ("aten::full.out", [(2, 0, 3), 1.0, STALE], [(2, 0, 3)]),
     ("aten::scalar_tensor.out", [1.0, STALE], [()]),
     ("dim_order_ops::_to_dim_order_copy.out", [t(2, 3, 4, 5), False, (0, 2, 3, 1), STALE], [(2, 3, 4, 5)]),
@@ -368,10 +474,16 @@ ERRORS = [  # (operator, kernel arguments, part of the message)
     ("aten::select_copy.int_out", [t(4, 2), 0, 4, STALE], "out of range"),
     ("aten::arange.start_out", [0, 5, -1, t(1, dtype=np.int64)], "inconsistent with step sign"),
     ("aten::arange.start_out", [0, 5, 0.5, t(1, dtype=np.int64)], "step must be nonzero"),
-    ("aten::convolution.out", [t(1, 3, 2, 2), t(4, 3, 3, 3), None, (1,), (0,), (1,), False, (0,), 1, STALE],
-     "too small"),
-    ("aten::max_pool2d_with_indices.out", [t(1, 1, 2, 2), (3, 3), (1, 1), (0, 0), (1, 1), False, STALE, STALE],
-     "too small"),
+    (
+        "aten::convolution.out",
+        [t(1, 3, 2, 2), t(4, 3, 3, 3), None, (1,), (0,), (1,), False, (0,), 1, STALE],
+        "too small",
+    ),
+    (
+        "aten::max_pool2d_with_indices.out",
+        [t(1, 1, 2, 2), (3, 3), (1, 1), (0, 0), (1, 1), False, STALE, STALE],
+        "too small",
+    ),
     ("aten::topk.values", [t(2, 5), 6, -1, True, True, STALE, STALE], "out of range"),
     ("aten::index.Tensor_out", [t(2, 3), [np.ones((2, 2), bool)], STALE], "does not match"),
 ]

@@ -3,7 +3,6 @@
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from tests.conftest import assert_matches, torch_outputs, torchedge_compile

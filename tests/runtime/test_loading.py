@@ -33,8 +33,7 @@ def test_constants_are_zero_copy_views(add_relu):
     loader = BufferDataLoader(pte)
     method = Runtime.get().load_program(loader).load_method("forward")
     file_bytes = np.frombuffer(loader.data, dtype=np.uint8)
-    constants = [v for v in method._values.values
-                 if isinstance(v, np.ndarray) and not v.flags.writeable]
+    constants = [v for v in method._values.values if isinstance(v, np.ndarray) and not v.flags.writeable]
     assert constants, "the program should have a constant (the bias)"
     for c in constants:
         assert np.shares_memory(c, file_bytes)

@@ -39,7 +39,7 @@ def test_inspect_memory_writes_png(tmp_path, capsys):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     idat_len = struct.unpack(">I", data[33:37])[0]
-    raw = zlib.decompress(data[41:41 + idat_len])
+    raw = zlib.decompress(data[41 : 41 + idat_len])
     assert len(raw) == height * (1 + 3 * width)
     pixels = np.frombuffer(raw, np.uint8).reshape(height, 1 + 3 * width)[:, 1:]
     assert (pixels != 255).any(), "the picture should show some tensors"

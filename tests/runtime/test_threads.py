@@ -56,14 +56,19 @@ def blas_at_three():
 X = np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32)
 
 
-@pytest.mark.parametrize("load, expected", [
-    (lambda pte: Runtime.get().load_program(pte).load_method(), 1),
-    (lambda pte: Runtime.get().load_program(pte).load_method(num_threads=2), 2),
-    (lambda pte: Runtime.get(num_threads=2).load_program(pte).load_method(), 2),
-    (lambda pte: Runtime.get(num_threads=2).load_program(pte).load_method(num_threads=1), 1),
-], ids=["default", "method", "runtime", "method-overrides-runtime"])
-def test_blas_pool_has_the_asked_size_during_execute_and_is_restored(linear_pte, sizes_during_matmul, blas_at_three,
-                                                                      load, expected):
+@pytest.mark.parametrize(
+    "load, expected",
+    [
+        (lambda pte: Runtime.get().load_program(pte).load_method(), 1),
+        (lambda pte: Runtime.get().load_program(pte).load_method(num_threads=2), 2),
+        (lambda pte: Runtime.get(num_threads=2).load_program(pte).load_method(), 2),
+        (lambda pte: Runtime.get(num_threads=2).load_program(pte).load_method(num_threads=1), 1),
+    ],
+    ids=["default", "method", "runtime", "method-overrides-runtime"],
+)
+def test_blas_pool_has_the_asked_size_during_execute_and_is_restored(
+    linear_pte, sizes_during_matmul, blas_at_three, load, expected
+):
     method = load(linear_pte)
     assert method.num_threads == expected
     for _ in range(2):
@@ -133,12 +138,16 @@ def test_onnxruntime_threads_precedence():
     assert session_threads({**exported, **runtime}) == 2
 
 
-@pytest.mark.parametrize("exported, load, expected", [
-    (None, lambda pte: Runtime.get().load_program(pte).load_method(), 1),
-    (3, lambda pte: Runtime.get().load_program(pte).load_method(), 3),
-    (3, lambda pte: Runtime.get().load_program(pte).load_method(num_threads=2), 2),
-    (3, lambda pte: Runtime.get(num_threads=1).load_program(pte).load_method(), 1),
-], ids=["default", "export-time", "method-wins", "runtime-wins"])
+@pytest.mark.parametrize(
+    "exported, load, expected",
+    [
+        (None, lambda pte: Runtime.get().load_program(pte).load_method(), 1),
+        (3, lambda pte: Runtime.get().load_program(pte).load_method(), 3),
+        (3, lambda pte: Runtime.get().load_program(pte).load_method(num_threads=2), 2),
+        (3, lambda pte: Runtime.get(num_threads=1).load_program(pte).load_method(), 1),
+    ],
+    ids=["default", "export-time", "method-wins", "runtime-wins"],
+)
 def test_onnxruntime_session_gets_the_method_threads_at_load(monkeypatch, exported, load, expected):
     pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
@@ -147,9 +156,13 @@ def test_onnxruntime_session_gets_the_method_threads_at_load(monkeypatch, export
     from torchedge.exir import to_edge_transform_and_lower
 
     model, inputs = torch.nn.Linear(8, 4).eval(), (torch.randn(2, 8),)
-    pte = to_edge_transform_and_lower(torch.export.export(model, inputs),
-                                      partitioner=[OnnxRuntimePartitioner(intra_op_threads=exported)]
-                                      ).to_executorch().buffer
+    pte = (
+        to_edge_transform_and_lower(
+            torch.export.export(model, inputs), partitioner=[OnnxRuntimePartitioner(intra_op_threads=exported)]
+        )
+        .to_executorch()
+        .buffer
+    )
     handles = []
     init = OnnxRuntimeDelegate.init
 

@@ -69,9 +69,7 @@ def _export_xnnpack(model, inputs, **config):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
 
-    program = to_edge_transform_and_lower(
-        torch.export.export(model, inputs), partitioner=[XnnpackPartitioner()]
-    )
+    program = to_edge_transform_and_lower(torch.export.export(model, inputs), partitioner=[XnnpackPartitioner()])
     return program.to_executorch(ExecutorchBackendConfig(**config)).buffer
 
 
@@ -121,10 +119,7 @@ def reserialize(data: bytes, **options) -> bytes:
     """Decodes `data` and encodes it again with `serialize_pte`."""
     contents = deserialize_pte(data).unpack()
     return serialize_pte(
-        contents.program,
-        named_data=contents.named_data,
-        mutable_data=contents.mutable_data,
-        **options,
+        contents.program, named_data=contents.named_data, mutable_data=contents.mutable_data, **options
     )
 
 

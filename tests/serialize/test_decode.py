@@ -8,18 +8,10 @@ from dataclasses import fields, is_dataclass
 
 import pytest
 
-from torchedge.schema import (
-    Buffer,
-    DataLocation,
-    DataSegment,
-    Program,
-    ScalarType,
-    Tensor,
-)
+from tests.serialize.conftest import WIDE_ALIGNMENT, add_program
+from torchedge.schema import Buffer, DataLocation, DataSegment, Program, ScalarType, Tensor
 from torchedge.serialize import deserialize_pte, is_pte, serialize_pte
 from torchedge.serialize.extended_header import ExtendedHeader
-
-from tests.serialize.conftest import WIDE_ALIGNMENT, add_program
 
 
 def assert_same(ours, theirs, path="program"):
@@ -61,13 +53,13 @@ def test_matches_executorch_deserializer(request, fixture):
     # in place; the only constant is then the empty index-0 placeholder.
     expected_constants = reference.program.constant_buffer or [Buffer(b"")]
     assert_same(contents.program.constant_buffer, expected_constants)
-    assert_same(
-        contents.program.backend_delegate_data, reference.program.backend_delegate_data
-    )
+    assert_same(contents.program.backend_delegate_data, reference.program.backend_delegate_data)
     named = reference.named_data
-    expected = {} if named is None else {
-        key: bytes(named.buffers[entry.buffer_index]) for key, entry in named.pte_data.items()
-    }
+    expected = (
+        {}
+        if named is None
+        else {key: bytes(named.buffers[entry.buffer_index]) for key, entry in named.pte_data.items()}
+    )
     assert {key: bytes(blob) for key, blob in contents.named_data.items()} == expected
 
 
@@ -111,11 +103,7 @@ def test_dict_model_metadata_and_int64_constant(dict_pte):
     assert len(plan.inputs) == 2 and len(plan.outputs) == 2
     ops = {f"{op.name}.{op.overload}" for op in plan.operators}
     assert {"aten::add.out", "aten::mul.out"} <= ops
-    (scalar,) = [
-        v.val
-        for v in plan.values
-        if isinstance(v.val, Tensor) and v.val.data_buffer_idx > 0
-    ]
+    (scalar,) = [v.val for v in plan.values if isinstance(v.val, Tensor) and v.val.data_buffer_idx > 0]
     assert scalar.scalar_type == ScalarType.LONG
     assert struct.unpack_from("<q", pte.constant_data(scalar.data_buffer_idx)) == (2,)
 

@@ -7,24 +7,10 @@ from dataclasses import fields, is_dataclass
 import pytest
 import torch
 
+from tests.serialize.conftest import add_program, delegate_program, float_bytes, reserialize, run_forward
 from torchedge.errors import InvalidProgramError
-from torchedge.schema import (
-    BackendDelegateDataReference,
-    CompileSpec,
-    DataLocation,
-    DataSegment,
-    EValue,
-    Tensor,
-)
+from torchedge.schema import BackendDelegateDataReference, CompileSpec, DataLocation, DataSegment, EValue, Tensor
 from torchedge.serialize import deserialize_pte, serialize_pte
-
-from tests.serialize.conftest import (
-    add_program,
-    delegate_program,
-    float_bytes,
-    reserialize,
-    run_forward,
-)
 
 WIDE = {"constant_tensor_alignment": 64, "segment_alignment": 256}
 

@@ -6,17 +6,10 @@ import struct
 import flatbuffers
 import pytest
 
-from torchedge.errors import InvalidProgramError
-from torchedge.schema import (
-    BackendDelegateDataReference,
-    DataLocation,
-    Int,
-    Null,
-    Tensor,
-)
-from torchedge.serialize import deserialize_pte, is_pte, serialize_pte
-
 from tests.serialize.conftest import add_program, delegate_program
+from torchedge.errors import InvalidProgramError
+from torchedge.schema import BackendDelegateDataReference, DataLocation, Int, Null, Tensor
+from torchedge.serialize import deserialize_pte, is_pte, serialize_pte
 
 
 def decode_error(data) -> str:
@@ -39,9 +32,7 @@ def decode_or_reject(data) -> None:
         for entry in program.named_data or []:
             pte.named_data(entry.key)
         contents = pte.unpack()
-        serialize_pte(
-            contents.program, named_data=contents.named_data, mutable_data=contents.mutable_data
-        )
+        serialize_pte(contents.program, named_data=contents.named_data, mutable_data=contents.mutable_data)
     except InvalidProgramError:
         pass
 
@@ -164,9 +155,7 @@ def test_vector_length_beyond_the_data():
         return b.EndObject()
 
     data = bytearray(_program_with_value(7, int_list))
-    assert deserialize_pte(bytes(data)).program.execution_plan[0].values[0].val.items == [
-        0x5A5A5A5A5A5A5A5A
-    ]
+    assert deserialize_pte(bytes(data)).program.execution_plan[0].values[0].val.items == [0x5A5A5A5A5A5A5A5A]
     struct.pack_into("<I", data, data.index(sentinel) - 4, 2**31)
     message = decode_error(bytes(data))
     assert "values[0].val.items: vector at offset" in message
@@ -189,9 +178,7 @@ def test_shared_objects_do_not_explode():
 
 def test_references_out_of_range():
     program = delegate_program()
-    program.execution_plan[0].delegates[0].processed = BackendDelegateDataReference(
-        DataLocation.SEGMENT, 5
-    )
+    program.execution_plan[0].delegates[0].processed = BackendDelegateDataReference(DataLocation.SEGMENT, 5)
     data = serialize_pte(program, extract_delegate_segments=False)
     assert "segment index 5 is out of range: the program has 1 segments" in decode_error(data)
 

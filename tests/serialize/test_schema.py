@@ -54,6 +54,4 @@ def test_enums_and_unions(fbs):
         assert {m.name: str(m.value) for m in getattr(schema, name)} == declared, name
     unions = _blocks(fbs, "union")
     assert re.findall(r"\w+", unions["KernelTypes"]) == [c.__name__ for c in schema.KernelTypes]
-    assert re.findall(r"\w+", unions["InstructionArguments"]) == [
-        c.__name__ for c in schema.InstructionArguments
-    ]
+    assert re.findall(r"\w+", unions["InstructionArguments"]) == [c.__name__ for c in schema.InstructionArguments]

@@ -45,14 +45,17 @@ def describe_program(source) -> str:
     loader = loader_for(source)
     pte = deserialize_pte(loader.data)
     program = pte.program
-    lines = [f"file: {len(loader.data):,} bytes, {len(program.segments or [])} segment(s), "
-             f"segment data {sum(s.size for s in program.segments or []):,} bytes"]
+    lines = [
+        f"file: {len(loader.data):,} bytes, {len(program.segments or [])} segment(s), "
+        f"segment data {sum(s.size for s in program.segments or []):,} bytes"
+    ]
     for plan in program.execution_plan or []:
         meta = MethodMeta.from_plan(plan)
         n_const, const_bytes = _constant_bytes(plan)
         instructions = plan.chains[0].instructions if plan.chains else []
-        calls = Counter(meta.operators[i.instr_args.op_index] for i in instructions
-                        if isinstance(i.instr_args, KernelCall))
+        calls = Counter(
+            meta.operators[i.instr_args.op_index] for i in instructions if isinstance(i.instr_args, KernelCall)
+        )
         lines += [
             f"method '{meta.name}'",
             f"  inputs:  {_signature(meta.inputs)}",
@@ -79,14 +82,19 @@ def describe_memory(source, png: str | None = None) -> str:
         instructions = len(plan.chains[0].instructions) if plan.chains else 0
         lines.append(f"method '{plan.name}' ({instructions} instructions)")
         for usage in memory_report(plan):
-            lines.append(f"  memory {usage.mem_id}: {usage.size:,} bytes planned, lower bound "
-                         f"{usage.lower_bound:,} bytes, utilisation {usage.utilisation:.1%}, "
-                         f"{len(usage.tensors)} tensors")
+            lines.append(
+                f"  memory {usage.mem_id}: {usage.size:,} bytes planned, lower bound "
+                f"{usage.lower_bound:,} bytes, utilisation {usage.utilisation:.1%}, "
+                f"{len(usage.tensors)} tensors"
+            )
             if png:
                 from torchedge.devtools.memory_picture import render_plan, write_png
 
-                path = png if len(pte.program.execution_plan) == 1 and usage.mem_id == 1 else \
-                    png.replace(".png", f"_{plan.name}_mem{usage.mem_id}.png")
+                path = (
+                    png
+                    if len(pte.program.execution_plan) == 1 and usage.mem_id == 1
+                    else png.replace(".png", f"_{plan.name}_mem{usage.mem_id}.png")
+                )
                 write_png(path, render_plan(usage, instructions))
                 lines.append(f"    picture: {path}")
     return "\n".join(lines)

@@ -20,8 +20,9 @@ import enum
 import functools
 import itertools
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -36,13 +37,35 @@ from torchedge.exir.op_schema import is_out_variant, out_argument_names, out_var
 from torchedge.kernels.registry import Kernel, get_kernel
 
 __all__ = [
-    "DTYPES", "ULPS", "AtenCall", "Status", "CheckResult", "CoreOperator",
-    "record_aten_calls", "kernel_op", "kernel_arguments", "check_call", "check_calls", "worst",
-    "core_operators", "core_operator_of", "opinfo_calls",
+    "DTYPES",
+    "ULPS",
+    "AtenCall",
+    "Status",
+    "CheckResult",
+    "CoreOperator",
+    "record_aten_calls",
+    "kernel_op",
+    "kernel_arguments",
+    "check_call",
+    "check_calls",
+    "worst",
+    "core_operators",
+    "core_operator_of",
+    "opinfo_calls",
 ]
 
-DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-          torch.float16, torch.bfloat16, torch.float32, torch.float64)
+DTYPES = (
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+)
 
 # A support check's float tolerance in units of the call's machine epsilon (see `_values_problem`).
 ULPS = 8
@@ -236,18 +259,24 @@ def _layout_problem(outs: list, wants: list) -> str:
 def _epsilon(tensors: list[torch.Tensor]) -> float:
     """The machine epsilon of the least precise of ``tensors``; integers and bool compute in
     float32 (the default dtype), complex numbers in the dtype of their parts."""
+
     def eps(dtype: torch.dtype) -> float:
         dtype = dtype.to_real() if dtype.is_complex else dtype
         return torch.finfo(dtype if dtype.is_floating_point else torch.float32).eps
+
     return max(eps(t.dtype) for t in tensors)
 
 
 def _float64_outputs(op, args, kwargs, magnitudes: bool) -> list:
     """Eager's outputs (NumPy, None if not a float tensor) with every float tensor of the call
     in float64 (complex128), as its magnitudes if ``magnitudes``; [] if eager refuses that."""
+
     def widen(value):
-        return value.to(torch.complex128 if value.is_complex() else torch.float64, copy=True) \
-            if _is_float(value) else value
+        return (
+            value.to(torch.complex128 if value.is_complex() else torch.float64, copy=True)
+            if _is_float(value)
+            else value
+        )
 
     def inputs(value):
         return widen(value.abs().to(value.dtype) if magnitudes and _is_float(value) else value)
@@ -256,8 +285,10 @@ def _float64_outputs(op, args, kwargs, magnitudes: bool) -> list:
         result = op(*tree_map(inputs, args), **tree_map(inputs, kwargs))
     except Exception:  # no float64 kernel, or mixed-dtype rules
         return []
-    return [widen(r).detach().numpy() if _is_float(r) else None
-            for r in (result if isinstance(result, (tuple, list)) else [result])]
+    return [
+        widen(r).detach().numpy() if _is_float(r) else None
+        for r in (result if isinstance(result, (tuple, list)) else [result])
+    ]
 
 
 def _close(got: np.ndarray, reference, scale, eps: float) -> bool:
@@ -284,15 +315,19 @@ def _values_problem(op, args, kwargs, outs: list, wants: list) -> tuple[str, flo
     for i, want in enumerate(wants):
         if _is_float(want):
             expected, magnitude = to_numpy(want), magnitudes[i]
-            scale = 0.0 if magnitude is None or magnitude.shape != expected.shape else \
-                np.nan_to_num(np.abs(magnitude), nan=0.0, posinf=0.0)
+            scale = (
+                0.0
+                if magnitude is None or magnitude.shape != expected.shape
+                else np.nan_to_num(np.abs(magnitude), nan=0.0, posinf=0.0)
+            )
             if _close(outs[i], expected, scale, eps) or _close(outs[i], exact[i], scale, eps):
                 judged[i] = expected
     return compare_outputs(op, args, kwargs, judged, wants)
 
 
-def check_call(op, args, kwargs, expected, kernels: Callable[[str], Kernel] = get_kernel,
-               support: bool = False) -> CheckResult:
+def check_call(
+    op, args, kwargs, expected, kernels: Callable[[str], Kernel] = get_kernel, support: bool = False
+) -> CheckResult:
     """Run the kernel for one recorded ATen call and compare with eager's ``expected`` result.
 
     ``kernels`` maps an operator name to a `Kernel` (the portable registry by default;

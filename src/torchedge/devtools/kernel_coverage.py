@@ -16,8 +16,16 @@ from torchedge.kernels.registry import registered_operators
 __all__ = ["OperatorCoverage", "coverage", "format_coverage", "SHORT_DTYPE_NAMES"]
 
 SHORT_DTYPE_NAMES = {
-    torch.bool: "b8", torch.uint8: "u8", torch.int8: "i8", torch.int16: "i16", torch.int32: "i32",
-    torch.int64: "i64", torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32", torch.float64: "f64",
+    torch.bool: "b8",
+    torch.uint8: "u8",
+    torch.int8: "i8",
+    torch.int16: "i16",
+    torch.int32: "i32",
+    torch.int64: "i64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.float32: "f32",
+    torch.float64: "f64",
 }
 
 
@@ -61,13 +69,17 @@ def format_coverage(rows: list[OperatorCoverage], check_dtypes: bool = False) ->
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     covered = sum(r.covered for r in rows)
-    lines.append(f"\n{covered}/{len(rows)} core ATen operators have a portable kernel "
-                 f"({100 * covered / len(rows):.1f}%); {len(rows) - covered} missing")
+    lines.append(
+        f"\n{covered}/{len(rows)} core ATen operators have a portable kernel "
+        f"({100 * covered / len(rows):.1f}%); {len(rows) - covered} missing"
+    )
     if check_dtypes:
         ok, bad = sum(len(r.passing) for r in rows), sum(len(r.failing) for r in rows)
         legend = ", ".join(f"{short}={str(dtype).removeprefix('torch.')}" for dtype, short in SHORT_DTYPE_NAMES.items())
         lines.append(f"(operator, dtype) pairs checked on OpInfo samples: {ok} match eager, {bad} fail ({legend})")
         unsampled = sum(1 for r in rows if r.covered and not (r.passing or r.failing))
-        lines.append(f"{unsampled} covered operators are never reached by OpInfo samples in eager "
-                     "(backward ops, composite overloads such as upsample_*.vec and *.Scalar)")
+        lines.append(
+            f"{unsampled} covered operators are never reached by OpInfo samples in eager "
+            "(backward ops, composite overloads such as upsample_*.vec and *.Scalar)"
+        )
     return "\n".join(lines)

@@ -115,7 +115,9 @@ def probe_calls(template: Template) -> Iterator[tuple[tuple, dict]]:
     for primary in DTYPES:
         base, args, kwargs = _draw(template, primary, {})
         values = [slot.value for slot in base.slots]
-        changes: list[dict[int, object]] = [{}] + [{i: v} for i, slot in enumerate(base.slots) for v in slot.domain if v != slot.value]
+        changes: list[dict[int, object]] = [{}] + [
+            {i: v} for i, slot in enumerate(base.slots) for v in slot.domain if v != slot.value
+        ]
         for change in changes:
             key = tuple(change.get(i, v) for i, v in enumerate(values))
             if key not in seen:
@@ -142,8 +144,9 @@ def dtype_signature(op: torch._ops.OpOverload, args: tuple, kwargs: dict, result
     return tuple(map(_dtype_of, [*(bound.get(name) for name in arg_names), *returns]))
 
 
-def probe_operator(op: torch._ops.OpOverload, templates: Sequence[Template],
-                   kernels: Callable[[str], Kernel] = get_kernel) -> dict[tuple, CheckResult]:
+def probe_operator(
+    op: torch._ops.OpOverload, templates: Sequence[Template], kernels: Callable[[str], Kernel] = get_kernel
+) -> dict[tuple, CheckResult]:
     """Per dtype signature eager computes, the worst support check of the calls with it
     (``kernels`` as in `check_call`)."""
     results: dict[tuple, CheckResult] = {}
@@ -166,14 +169,22 @@ def probe_operator(op: torch._ops.OpOverload, templates: Sequence[Template],
     return results
 
 
-def kernel_spec(op: torch._ops.OpOverload, templates: Sequence[Template], wrong: Wrong | None = None,
-                kernels: Callable[[str], Kernel] = get_kernel) -> tuple[OpSpec, dict[tuple, CheckResult]]:
+def kernel_spec(
+    op: torch._ops.OpOverload,
+    templates: Sequence[Template],
+    wrong: Wrong | None = None,
+    kernels: Callable[[str], Kernel] = get_kernel,
+) -> tuple[OpSpec, dict[tuple, CheckResult]]:
     """The spec admitting exactly the probed combinations the kernel supports (and the DSL
     can name) but those ``wrong`` picks, and the probe results it comes from."""
     results = probe_operator(op, templates, kernels)
     arg_names, ret_names = tensor_io_names(op._schema)
     names, nameable = arg_names + ret_names, set(DTYPE_NAMES.values()) | {None}
-    admitted = [signature for signature, result in results.items()
-                if result.status.supported and nameable.issuperset(signature)
-                and not (wrong and wrong.picks(dict(zip(names, signature))))]
+    admitted = [
+        signature
+        for signature, result in results.items()
+        if result.status.supported
+        and nameable.issuperset(signature)
+        and not (wrong and wrong.picks(dict(zip(names, signature))))
+    ]
     return spec_from_combinations(op_name(op), names, admitted), results

@@ -38,7 +38,7 @@ def render_plan(usage: MemoryUsage, num_instructions: int, width: int = 1200, he
         image[y0:y1, x0:x1] = _color(t.value_index)
         image[y0:y1, x0] = image[y0, x0:x1] = 0  # outline
     lower_bound_row = height - _MARGIN - usage.lower_bound * inner_h // size
-    image[max(lower_bound_row, 0), :: 4] = (200, 0, 0)  # dashed line at the lower bound
+    image[max(lower_bound_row, 0), ::4] = (200, 0, 0)  # dashed line at the lower bound
     return image
 
 
@@ -52,5 +52,6 @@ def write_png(path, image: np.ndarray) -> None:
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6))
-                + chunk(b"IEND", b""))
+        f.write(
+            b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+        )

@@ -29,8 +29,14 @@ TOLERANCES = {  # dtype -> (rtol, atol): about two units in the last place
 }
 
 # Values that cannot match eager (random, uninitialised): only shapes and dtypes are compared.
-_NONDETERMINISTIC = {"aten::rand", "aten::randn", "aten::randperm", "aten::native_dropout",
-                     "aten::empty", "aten::empty_strided"}
+_NONDETERMINISTIC = {
+    "aten::rand",
+    "aten::randn",
+    "aten::randperm",
+    "aten::native_dropout",
+    "aten::empty",
+    "aten::empty_strided",
+}
 # Equal values may come in any order (eager's sort is not stable by default): indices are
 # checked by the values they pick.
 _ANY_ORDER_OF_TIES = {"aten::sort", "aten::topk"}
@@ -86,8 +92,10 @@ def _compare_tensor(got, want: torch.Tensor, values: bool) -> tuple[str, float]:
     if error[worst_at] <= allowed[worst_at]:
         return "", max_error
     count = int(np.count_nonzero(error > allowed))
-    return (f"{count}/{error.size} elements differ; at {tuple(int(i) for i in worst_at)} got "
-            f"{got[worst_at]!r}, expected {expected[worst_at]!r}"), max_error
+    return (
+        f"{count}/{error.size} elements differ; at {tuple(int(i) for i in worst_at)} got "
+        f"{got[worst_at]!r}, expected {expected[worst_at]!r}"
+    ), max_error
 
 
 def _compare_scalar(got, want) -> tuple[str, float]:
@@ -162,5 +170,3 @@ def compare_outputs(op, args, kwargs, outs: list, wants: list) -> tuple[str, flo
         if problem:
             return f"output {i}: {problem}", max_error
     return "", max_error
-
-

@@ -74,28 +74,106 @@ def norm_args(d: Draw, channels: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def batch_norm(running_stats: bool, *training: bool) -> Template:
     """input, weight, bias, [running mean, running var], [training], momentum, eps."""
+
     def template(d):
         stats = (d.tensor(3), d.tensor(3, low=0.5, high=2)) if running_stats else ()
         return call(d.tensor(2, 3, 4), *norm_args(d, 3), *stats, *training, 0.1, 1e-5)
+
     return template
 
 
-_UNARY = ["abs", "acos", "acosh", "alias", "asin", "asinh", "atan", "atanh", "bitwise_not", "ceil", "clone", "cos",
-          "cosh", "erf", "exp", "expm1", "floor", "isinf", "isnan", "log", "log10", "log1p", "log2", "logical_not",
-          "neg", "nonzero", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "tan",
-          "tanh", "trunc", "any", "sym_numel", "sym_storage_offset", "sym_is_contiguous"]
-_BINARY = ["atan2", "bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_xor.Tensor", "div.Tensor", "eq.Tensor",
-           "fmod.Tensor", "ge.Tensor", "gt.Tensor", "le.Tensor", "logical_and", "logical_or", "logical_xor",
-           "lt.Tensor", "maximum", "minimum", "mul.Tensor", "ne.Tensor", "remainder.Tensor"]
-_WITH_SCALAR = ["bitwise_and.Scalar", "bitwise_or.Scalar", "bitwise_xor.Scalar", "div.Scalar", "eq.Scalar",
-                "fill.Scalar", "fmod.Scalar", "ge.Scalar", "gt.Scalar", "le.Scalar", "lt.Scalar", "mul.Scalar",
-                "ne.Scalar", "remainder.Scalar", "pow.Tensor_Scalar"]
+_UNARY = [
+    "abs",
+    "acos",
+    "acosh",
+    "alias",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "bitwise_not",
+    "ceil",
+    "clone",
+    "cos",
+    "cosh",
+    "erf",
+    "exp",
+    "expm1",
+    "floor",
+    "isinf",
+    "isnan",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "logical_not",
+    "neg",
+    "nonzero",
+    "reciprocal",
+    "relu",
+    "round",
+    "rsqrt",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+    "any",
+    "sym_numel",
+    "sym_storage_offset",
+    "sym_is_contiguous",
+]
+_BINARY = [
+    "atan2",
+    "bitwise_and.Tensor",
+    "bitwise_or.Tensor",
+    "bitwise_xor.Tensor",
+    "div.Tensor",
+    "eq.Tensor",
+    "fmod.Tensor",
+    "ge.Tensor",
+    "gt.Tensor",
+    "le.Tensor",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "lt.Tensor",
+    "maximum",
+    "minimum",
+    "mul.Tensor",
+    "ne.Tensor",
+    "remainder.Tensor",
+]
+_WITH_SCALAR = [
+    "bitwise_and.Scalar",
+    "bitwise_or.Scalar",
+    "bitwise_xor.Scalar",
+    "div.Scalar",
+    "eq.Scalar",
+    "fill.Scalar",
+    "fmod.Scalar",
+    "ge.Scalar",
+    "gt.Scalar",
+    "le.Scalar",
+    "lt.Scalar",
+    "mul.Scalar",
+    "ne.Scalar",
+    "remainder.Scalar",
+    "pow.Tensor_Scalar",
+]
 
 # Operand shapes of the operators with two tensor operands: broadcasting, and a 0-dim operand
 # on either side (a Python scalar the Edge dialect turned into a tensor: its own promotion rule).
 _SHAPES = [((3, 4), (4,)), ((3, 4), ()), ((), (3, 4))]
-_PAIRWISE = {**{name: binary for name in _BINARY}, "add.Tensor": with_alpha, "sub.Tensor": with_alpha,
-             "where.self": where}
+_PAIRWISE = {
+    **{name: binary for name in _BINARY},
+    "add.Tensor": with_alpha,
+    "sub.Tensor": with_alpha,
+    "where.self": where,
+}
 
 _SINGLE: dict[str, Template] = {
     **{f"aten::{name}": unary for name in _UNARY},
@@ -188,18 +266,32 @@ _SINGLE: dict[str, Template] = {
     "aten::slice_scatter": lambda d: call(d.tensor(3, 4), d.tensor(3, 2), 1, 0, 2),
     "aten::embedding": lambda d: call(d.tensor(5, 3), index_of(d, [0, 4, 2, 2])),
     "aten::embedding_dense_backward": lambda d: call(d.tensor(4, 3), index_of(d, [0, 4, 2, 2]), 5, -1, False),
-    "aten::_embedding_bag": lambda d: call(d.tensor(5, 3), index_of(d, [0, 4, 2, 2, 1, 3]), index_of(d, [0, 2, 4]),
-                                           False, 0),
+    "aten::_embedding_bag": lambda d: call(
+        d.tensor(5, 3), index_of(d, [0, 4, 2, 2, 1, 3]), index_of(d, [0, 2, 4]), False, 0
+    ),
     # convolution, pooling, padding, resampling
-    "aten::convolution": lambda d: call(d.tensor(1, 2, 5, 5), d.tensor(3, 2, 3, 3), d.tensor(3), [1, 1], [1, 1],
-                                        [1, 1], False, [0, 0], 1),
-    "aten::convolution_backward": lambda d: call(d.tensor(1, 3, 5, 5), d.tensor(1, 2, 5, 5), d.tensor(3, 2, 3, 3),
-                                                 [3], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, ALL3),
+    "aten::convolution": lambda d: call(
+        d.tensor(1, 2, 5, 5), d.tensor(3, 2, 3, 3), d.tensor(3), [1, 1], [1, 1], [1, 1], False, [0, 0], 1
+    ),
+    "aten::convolution_backward": lambda d: call(
+        d.tensor(1, 3, 5, 5),
+        d.tensor(1, 2, 5, 5),
+        d.tensor(3, 2, 3, 3),
+        [3],
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        False,
+        [0, 0],
+        1,
+        ALL3,
+    ),
     "aten::avg_pool1d": of_shape((1, 2, 6), [2]),
     "aten::avg_pool2d": of_shape((1, 2, 5, 5), [2, 2]),
     "aten::avg_pool3d": of_shape((1, 1, 4, 4, 4), [2, 2, 2]),
-    "aten::avg_pool2d_backward": lambda d: call(d.tensor(1, 2, 2, 2), d.tensor(1, 2, 5, 5), [2, 2], [2, 2], [0, 0],
-                                                False, True, None),
+    "aten::avg_pool2d_backward": lambda d: call(
+        d.tensor(1, 2, 2, 2), d.tensor(1, 2, 5, 5), [2, 2], [2, 2], [0, 0], False, True, None
+    ),
     "aten::adaptive_avg_pool1d": of_shape((1, 2, 6), [3]),
     "aten::_adaptive_avg_pool2d": of_shape((1, 2, 6, 6), [3, 3]),
     "aten::_adaptive_avg_pool3d": of_shape((1, 1, 4, 4, 4), [2, 2, 2]),
@@ -207,8 +299,15 @@ _SINGLE: dict[str, Template] = {
     "aten::max_pool2d_with_indices": of_shape((1, 2, 4, 4), [2, 2]),
     "aten::max_pool3d_with_indices": of_shape((1, 1, 4, 4, 4), [2, 2, 2]),
     "aten::max_pool2d_with_indices_backward": lambda d: call(
-        d.tensor(1, 2, 2, 2), d.tensor(1, 2, 4, 4), [2, 2], [2, 2], [0, 0], [1, 1], False,
-        index_of(d, [[[[0, 2], [8, 10]], [[5, 7], [13, 15]]]])),
+        d.tensor(1, 2, 2, 2),
+        d.tensor(1, 2, 4, 4),
+        [2, 2],
+        [2, 2],
+        [0, 0],
+        [1, 1],
+        False,
+        index_of(d, [[[[0, 2], [8, 10]], [[5, 7], [13, 15]]]]),
+    ),
     "aten::reflection_pad1d": of_shape((1, 2, 5), [1, 2]),
     "aten::reflection_pad2d": of_shape((1, 2, 4, 4), [1, 1, 2, 1]),
     "aten::reflection_pad3d": of_shape((1, 1, 3, 3, 3), [1, 1, 1, 1, 1, 1]),
@@ -223,12 +322,27 @@ _SINGLE: dict[str, Template] = {
     # normalization
     "aten::native_layer_norm": lambda d: call(d.tensor(2, 3, 4), [4], *norm_args(d, 4), 1e-5),
     "aten::native_layer_norm_backward": lambda d: call(
-        d.tensor(2, 3, 4), d.tensor(2, 3, 4), [4], d.tensor(2, 3, 1), d.tensor(2, 3, 1, low=0.5, high=2),
-        *norm_args(d, 4), ALL3),
+        d.tensor(2, 3, 4),
+        d.tensor(2, 3, 4),
+        [4],
+        d.tensor(2, 3, 1),
+        d.tensor(2, 3, 1, low=0.5, high=2),
+        *norm_args(d, 4),
+        ALL3,
+    ),
     "aten::native_group_norm": lambda d: call(d.tensor(2, 4, 3), *norm_args(d, 4), 2, 4, 3, 2, 1e-5),
     "aten::native_group_norm_backward": lambda d: call(
-        d.tensor(2, 4, 3), d.tensor(2, 4, 3), d.tensor(2, 2), d.tensor(2, 2, low=0.5, high=2), d.tensor(4),
-        2, 4, 3, 2, ALL3),
+        d.tensor(2, 4, 3),
+        d.tensor(2, 4, 3),
+        d.tensor(2, 2),
+        d.tensor(2, 2, low=0.5, high=2),
+        d.tensor(4),
+        2,
+        4,
+        3,
+        2,
+        ALL3,
+    ),
     "aten::_native_batch_norm_legit": batch_norm(True, True),
     "aten::_native_batch_norm_legit.no_stats": batch_norm(False, True),
     "aten::_native_batch_norm_legit_no_training": batch_norm(True),

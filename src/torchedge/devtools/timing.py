@@ -7,8 +7,8 @@ NumPy only.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 
@@ -39,8 +39,9 @@ class Timing:
         return {"p50": self.p50 * 1e3, "p90": self.p90 * 1e3, "min": self.min * 1e3}
 
 
-def time_calls(fns: Mapping[str, Callable[[], object]], repeat: int, warmup: int = 1,
-               batch_seconds: float = 0.0) -> dict[str, Timing]:
+def time_calls(
+    fns: Mapping[str, Callable[[], object]], repeat: int, warmup: int = 1, batch_seconds: float = 0.0
+) -> dict[str, Timing]:
     """Call each function ``warmup`` times, then time it in ``repeat`` rounds.
 
     Each round times every function once, so drift in machine speed (other

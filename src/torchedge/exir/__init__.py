@@ -1,12 +1,7 @@
 """The ahead-of-time compiler: `nn.Module` -> `.pte` (needs torch)."""
 
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
-from torchedge.exir.program import (
-    EdgeProgramManager,
-    ExecutorchProgramManager,
-    to_edge,
-    to_edge_transform_and_lower,
-)
+from torchedge.exir.program import EdgeProgramManager, ExecutorchProgramManager, to_edge, to_edge_transform_and_lower
 
 __all__ = [
     "to_edge",

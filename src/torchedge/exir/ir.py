@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["executorch_call_delegate", "is_delegate_call", "bind_arguments", "constant_value", "op_name",
-           "pte_operator_name", "QUANTIZED_NAMESPACE"]
+__all__ = [
+    "executorch_call_delegate",
+    "is_delegate_call",
+    "bind_arguments",
+    "constant_value",
+    "op_name",
+    "pte_operator_name",
+    "QUANTIZED_NAMESPACE",
+]
 
 # torchedge's own namespace for the out variants of ``quantized_decomposed`` operators
 # (`torchedge.exir.dialects.quantized`); a `.pte` names them as ExecuTorch does.
@@ -48,8 +55,7 @@ def constant_value(ep, target: str) -> torch.Tensor:
 def pte_operator_name(schema) -> tuple[str, str]:
     """(name, overload) of an operator in a ``.pte``: torchedge's namespace becomes ExecuTorch's."""
     namespace, _, name = schema.name.partition("::")
-    return f"{'quantized_decomposed' if namespace == QUANTIZED_NAMESPACE else namespace}::{name}", \
-        schema.overload_name
+    return f"{'quantized_decomposed' if namespace == QUANTIZED_NAMESPACE else namespace}::{name}", schema.overload_name
 
 
 def op_name(op: torch._ops.OpOverload) -> str:

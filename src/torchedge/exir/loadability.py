@@ -1,4 +1,4 @@
-""""Will it load?": check a compiled method against the kernels its target runtime has.
+""" "Will it load?": check a compiled method against the kernels its target runtime has.
 
 A program that would fail to load on the device (a missing operator) fails
 to compile instead, naming the operator, the dtypes it is called with and the
@@ -8,7 +8,7 @@ user's source line.
 from __future__ import annotations
 
 import operator
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -47,8 +47,12 @@ def _delegate_problem(node: torch.fx.Node, backends: Iterable[str] | None) -> st
     return None
 
 
-def check_loadable(graph_module: torch.fx.GraphModule, method: str, available: Callable[[str], bool],
-                   backends: Iterable[str] | None = None) -> None:
+def check_loadable(
+    graph_module: torch.fx.GraphModule,
+    method: str,
+    available: Callable[[str], bool],
+    backends: Iterable[str] | None = None,
+) -> None:
     """Raise `ExportError` listing every operator (and delegate backend) the target cannot run.
 
     ``backends``: the backend ids the target runtime has; None accepts any.
@@ -71,5 +75,8 @@ def check_loadable(graph_module: torch.fx.GraphModule, method: str, available: C
         if not available(name):
             problems.append(f"  operator '{name}' called with ({_dtypes(node)}) {describe_node(node)}")
     if problems:
-        raise ExportError(f"method '{method}' would not load: the target lacks\n" + "\n".join(problems)
-                          + "\nregister a kernel for it, target another kernel set, or delegate it to a backend")
+        raise ExportError(
+            f"method '{method}' would not load: the target lacks\n"
+            + "\n".join(problems)
+            + "\nregister a kernel for it, target another kernel set, or delegate it to a backend"
+        )

@@ -21,11 +21,7 @@ _DROPPED_BY_OUT = {"dtype", "layout", "device", "pin_memory"}
 
 def out_argument_names(op: torch._ops.OpOverload) -> list[str]:
     """Names of the kwarg-only tensors an out variant writes (``["out"]``, ``["values", "indices"]``)."""
-    return [
-        a.name
-        for a in op._schema.arguments
-        if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
-    ]
+    return [a.name for a in op._schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
 
 
 def is_out_variant(op) -> bool:

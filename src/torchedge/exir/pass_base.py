@@ -7,7 +7,7 @@ call -> ensures``). A plain callable taking and returning a graph module (or a
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.fx.passes.infra.pass_base import PassBase, PassResult

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch.export import ExportedProgram
@@ -27,7 +27,7 @@ from torchedge.exir.passes.conv_folding import fold_into_convolutions
 from torchedge.exir.passes.debug_handles import DebugHandlePass
 from torchedge.exir.passes.dense_outputs import DenseOutputsPass
 from torchedge.exir.passes.kernel_fusion import fusion_passes
-from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations, mutable_buffers
+from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.symbolic import upper_bound_shape
 from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
@@ -74,8 +74,14 @@ def run_stages(stages, state: MethodState, verify: bool = True) -> MethodState:
     for stage in stages:
         start, before = time.perf_counter(), len(state.graph.graph.nodes)
         stage.run(state)
-        logger.debug("method %s: %s (%.1f ms, %d -> %d nodes)", state.method, stage.name,
-                     1e3 * (time.perf_counter() - start), before, len(state.graph.graph.nodes))
+        logger.debug(
+            "method %s: %s (%.1f ms, %d -> %d nodes)",
+            state.method,
+            stage.name,
+            1e3 * (time.perf_counter() - start),
+            before,
+            len(state.graph.graph.nodes),
+        )
         if verify and stage.verifier is not None:
             try:
                 stage.verifier(state.graph)
@@ -91,6 +97,7 @@ def describe(stages) -> str:
 
 def _graph_pass(make: Callable[[MethodState], Callable]) -> Callable[[MethodState], None]:
     """A stage running one graph pass, made from the state."""
+
     def run(state: MethodState) -> None:
         result = run_passes(state.graph, [make(state)])
         if state.program is None:
@@ -132,24 +139,50 @@ def _fold_constants(state: MethodState) -> None:
 
 
 EDGE_STAGES = (
-    Stage("check_bounded_inputs", "every dynamic input dimension has a maximum (memory is planned for it)",
-          _check_bounded_inputs),
+    Stage(
+        "check_bounded_inputs",
+        "every dynamic input dimension has a maximum (memory is planned for it)",
+        _check_bounded_inputs,
+    ),
     Stage("decompose", "torch.export's core-ATen decomposition", _decompose, verify_aten),
-    Stage("check_mutations", "buffer mutations keep their dtype and shape, and no mutated buffer is returned",
-          _check_mutations),
+    Stage(
+        "check_mutations",
+        "buffer mutations keep their dtype and shape, and no mutated buffer is returned",
+        _check_mutations,
+    ),
     Stage("RemoveAssertsPass", "drops runtime asserts", _graph_pass(lambda s: RemoveAssertsPass())),
     Stage("ViewToCopyPass", "view operators become their copy variants", _graph_pass(lambda s: ViewToCopyPass())),
-    Stage("DenseOutputsPass", "outputs whose recorded strides no dim order describes (the copy behind slice "
-          "assignment) become contiguous", _graph_pass(lambda s: DenseOutputsPass())),
-    Stage("ScalarToTensorPass", "Python scalars and run-time sizes in Tensor positions become 0-d tensors",
-          _graph_pass(lambda s: ScalarToTensorPass())),
-    Stage("DebugHandlePass", "numbers every operator node for devtools", _graph_pass(lambda s: DebugHandlePass()),
-          verify_edge),
-    Stage("fold_into_convolutions", "inference batch norms after a convolution and even zero padding before it "
-          "fold into it (with `fold_constants`)", _when_folding(_fold_into_convolutions), verify_edge),
-    Stage("fold_constants", "what is computed only from weights and literals (weight transposes, rotary tables, "
-          "causal masks) is evaluated once and stored, each distinct constant once; state is never folded "
-          "(with `fold_constants`)", _when_folding(_fold_constants), verify_edge),
+    Stage(
+        "DenseOutputsPass",
+        "outputs whose recorded strides no dim order describes (the copy behind slice assignment) become contiguous",
+        _graph_pass(lambda s: DenseOutputsPass()),
+    ),
+    Stage(
+        "ScalarToTensorPass",
+        "Python scalars and run-time sizes in Tensor positions become 0-d tensors",
+        _graph_pass(lambda s: ScalarToTensorPass()),
+    ),
+    Stage(
+        "DebugHandlePass",
+        "numbers every operator node for devtools",
+        _graph_pass(lambda s: DebugHandlePass()),
+        verify_edge,
+    ),
+    Stage(
+        "fold_into_convolutions",
+        "inference batch norms after a convolution and even zero padding before it "
+        "fold into it (with `fold_constants`)",
+        _when_folding(_fold_into_convolutions),
+        verify_edge,
+    ),
+    Stage(
+        "fold_constants",
+        "what is computed only from weights and literals (weight transposes, rotary tables, "
+        "causal masks) is evaluated once and stored, each distinct constant once; state is never folded "
+        "(with `fold_constants`)",
+        _when_folding(_fold_constants),
+        verify_edge,
+    ),
 )
 
 
@@ -159,8 +192,9 @@ def _user_and_fusion_passes(state: MethodState) -> None:
 
 def _check_kernels(state: MethodState) -> None:
     if state.config.check_kernels:
-        check_loadable(state.graph_module, state.method, kernel_set_predicate(state.config.kernel_set),
-                       state.config.backend_set)
+        check_loadable(
+            state.graph_module, state.method, kernel_set_predicate(state.config.kernel_set), state.config.backend_set
+        )
 
 
 def _plan_memory(state: MethodState) -> None:
@@ -169,15 +203,30 @@ def _plan_memory(state: MethodState) -> None:
 
 
 EXECUTORCH_STAGES = (
-    Stage("user passes", "`ExecutorchBackendConfig(passes=...)`, then `FuseKernelsPass` with `fuse_kernels=True`",
-          _user_and_fusion_passes),
-    Stage("ShareViewsPass", "reshapes of planned tensors become `memory.view` (no bytes, no instruction)",
-          _graph_pass(lambda s: ShareViewsPass(s.extra["constant_names"]))),
-    Stage("MutableStatePass", "buffer mutations become in-place writes or write-back copies",
-          _graph_pass(lambda s: MutableStatePass(s.extra["signature"], reinplace=s.config.run_reinplace_pass))),
-    Stage("OutVariantPass", "functional operators become out variants writing into `alloc`ated buffers",
-          _graph_pass(lambda s: OutVariantPass())),
-    Stage("check_kernels", "every operator has a kernel and every delegate a backend in the target runtime",
-          _check_kernels),
+    Stage(
+        "user passes",
+        "`ExecutorchBackendConfig(passes=...)`, then `FuseKernelsPass` with `fuse_kernels=True`",
+        _user_and_fusion_passes,
+    ),
+    Stage(
+        "ShareViewsPass",
+        "reshapes of planned tensors become `memory.view` (no bytes, no instruction)",
+        _graph_pass(lambda s: ShareViewsPass(s.extra["constant_names"])),
+    ),
+    Stage(
+        "MutableStatePass",
+        "buffer mutations become in-place writes or write-back copies",
+        _graph_pass(lambda s: MutableStatePass(s.extra["signature"], reinplace=s.config.run_reinplace_pass)),
+    ),
+    Stage(
+        "OutVariantPass",
+        "functional operators become out variants writing into `alloc`ated buffers",
+        _graph_pass(lambda s: OutVariantPass()),
+    ),
+    Stage(
+        "check_kernels",
+        "every operator has a kernel and every delegate a backend in the target runtime",
+        _check_kernels,
+    ),
     Stage("MemoryPlanningPass", "tensor specs, lifetimes and offsets in the memory arenas", _plan_memory),
 )

@@ -27,8 +27,13 @@ from torchedge.exir.verification import verify_edge
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
 
-__all__ = ["to_edge", "to_edge_transform_and_lower", "EdgeProgramManager", "ExecutorchProgramManager",
-           "MethodPlanSummary"]
+__all__ = [
+    "to_edge",
+    "to_edge_transform_and_lower",
+    "EdgeProgramManager",
+    "ExecutorchProgramManager",
+    "MethodPlanSummary",
+]
 
 
 def _as_method_dict(programs) -> dict[str, ExportedProgram]:
@@ -36,22 +41,30 @@ def _as_method_dict(programs) -> dict[str, ExportedProgram]:
         return {"forward": programs}
     if isinstance(programs, dict) and all(isinstance(p, ExportedProgram) for p in programs.values()):
         return dict(programs)
-    raise ExportError("to_edge expects an ExportedProgram or a dict of method name -> ExportedProgram, "
-                      f"got {type(programs).__name__}")
+    raise ExportError(
+        f"to_edge expects an ExportedProgram or a dict of method name -> ExportedProgram, got {type(programs).__name__}"
+    )
 
 
-def to_edge(programs, constant_methods: dict | None = None,
-            compile_config: EdgeCompileConfig | None = None) -> "EdgeProgramManager":
+def to_edge(
+    programs, constant_methods: dict | None = None, compile_config: EdgeCompileConfig | None = None
+) -> EdgeProgramManager:
     """Lower exported programs to the Edge dialect (core ATen, no view ops)."""
     config = compile_config or EdgeCompileConfig()
-    methods = {name: run_stages(EDGE_STAGES, MethodState(name, config, program=ep), config._check_ir_validity).program
-               for name, ep in _as_method_dict(programs).items()}
+    methods = {
+        name: run_stages(EDGE_STAGES, MethodState(name, config, program=ep), config._check_ir_validity).program
+        for name, ep in _as_method_dict(programs).items()
+    }
     return EdgeProgramManager(methods, constant_methods or {}, config)
 
 
-def to_edge_transform_and_lower(programs, transform_passes=None, partitioner=None,
-                                constant_methods: dict | None = None,
-                                compile_config: EdgeCompileConfig | None = None) -> "EdgeProgramManager":
+def to_edge_transform_and_lower(
+    programs,
+    transform_passes=None,
+    partitioner=None,
+    constant_methods: dict | None = None,
+    compile_config: EdgeCompileConfig | None = None,
+) -> EdgeProgramManager:
     """`to_edge`, then the user's passes, then delegation to each partitioner in order."""
     edge = to_edge(programs, constant_methods, compile_config)
     if transform_passes:
@@ -62,8 +75,7 @@ def to_edge_transform_and_lower(programs, transform_passes=None, partitioner=Non
 
 
 class EdgeProgramManager:
-    def __init__(self, methods: dict[str, ExportedProgram], constant_methods: dict,
-                 compile_config: EdgeCompileConfig):
+    def __init__(self, methods: dict[str, ExportedProgram], constant_methods: dict, compile_config: EdgeCompileConfig):
         self._methods = methods
         self._constant_methods = constant_methods
         self.compile_config = compile_config
@@ -75,21 +87,28 @@ class EdgeProgramManager:
     def exported_program(self, method_name: str = "forward") -> ExportedProgram:
         return self._methods[method_name]
 
-    def transform(self, passes) -> "EdgeProgramManager":
+    def transform(self, passes) -> EdgeProgramManager:
         """Run user passes, in order, on a copy of every method; returns a new manager.
 
         Passes edit the graph module in place (returning it or a `PassResult`).
         Unless ``_check_ir_validity`` is off, the Edge verifier runs after each
         pass, so a pass that breaks the IR is named in the error.
         """
-        stages = [Stage(f"pass {getattr(p, '__name__', type(p).__name__)}", "a user pass", _user_pass(p), verify_edge)
-                  for p in passes]
-        methods = {name: run_stages(stages, MethodState(name, self.compile_config, program=copy.deepcopy(ep)),
-                                    self.compile_config._check_ir_validity).program
-                   for name, ep in self._methods.items()}
+        stages = [
+            Stage(f"pass {getattr(p, '__name__', type(p).__name__)}", "a user pass", _user_pass(p), verify_edge)
+            for p in passes
+        ]
+        methods = {
+            name: run_stages(
+                stages,
+                MethodState(name, self.compile_config, program=copy.deepcopy(ep)),
+                self.compile_config._check_ir_validity,
+            ).program
+            for name, ep in self._methods.items()
+        }
         return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
 
-    def to_backend(self, partitioner) -> "EdgeProgramManager":
+    def to_backend(self, partitioner) -> EdgeProgramManager:
         """Delegate what ``partitioner`` tags in every method; returns a new manager."""
         partitioners = partitioner if isinstance(partitioner, (list, tuple)) else [partitioner]
         methods = {}
@@ -99,7 +118,7 @@ class EdgeProgramManager:
             methods[name] = ep
         return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
 
-    def to_executorch(self, config: ExecutorchBackendConfig | None = None) -> "ExecutorchProgramManager":
+    def to_executorch(self, config: ExecutorchBackendConfig | None = None) -> ExecutorchProgramManager:
         """Out variants, memory planning and emission; serialises to `.pte` bytes."""
         config = config or ExecutorchBackendConfig()
         planner = config.memory_planning_pass
@@ -107,10 +126,15 @@ class EdgeProgramManager:
         for name in sorted(self._methods):
             sig = self._methods[name].graph_signature
             state = mutable_buffers(sig)
-            constant_names = (set(sig.inputs_to_parameters) | set(sig.inputs_to_buffers)
-                              | set(sig.inputs_to_lifted_tensor_constants)) - set(state)
-            method = MethodState(name, config, graph_module=copy.deepcopy(self._methods[name].graph_module),
-                                 extra={"signature": sig, "state": state, "constant_names": constant_names})
+            constant_names = (
+                set(sig.inputs_to_parameters) | set(sig.inputs_to_buffers) | set(sig.inputs_to_lifted_tensor_constants)
+            ) - set(state)
+            method = MethodState(
+                name,
+                config,
+                graph_module=copy.deepcopy(self._methods[name].graph_module),
+                extra={"signature": sig, "state": state, "constant_names": constant_names},
+            )
             gm = run_stages(EXECUTORCH_STAGES, method).graph_module
             graphs[name] = gm
             summaries[name] = MethodPlanSummary(gm.meta["non_const_buffer_sizes"][1:], planner.lower_bound)
@@ -119,19 +143,35 @@ class EdgeProgramManager:
         constants, mutable_data, delegate_data = ConstantTable(), ConstantTable(), DelegateTable()
         plans, debug_handles = [], {}
         for name, gm in graphs.items():
-            emitter = MethodEmitter(name, gm, self._methods[name], constants, gm.meta["non_const_buffer_sizes"],
-                                    config.emit_stacktrace, delegate_data, mutable_data,
-                                    config.emit_mutable_buffer_names)
+            emitter = MethodEmitter(
+                name,
+                gm,
+                self._methods[name],
+                constants,
+                gm.meta["non_const_buffer_sizes"],
+                config.emit_stacktrace,
+                delegate_data,
+                mutable_data,
+                config.emit_mutable_buffer_names,
+            )
             plans.append(emitter.emit())
             debug_handles[name] = emitter.debug_handles
         plans.extend(emit_constant_method(n, v) for n, v in self._constant_methods.items())
         plans.sort(key=lambda p: p.name)
-        program = Program(version=0, execution_plan=plans, constant_buffer=constants.buffers(),
-                          backend_delegate_data=delegate_data.inline_data(), segments=[])
-        buffer = serialize_pte(program, segment_alignment=config.segment_alignment,
-                               constant_tensor_alignment=config.constant_tensor_alignment,
-                               extract_delegate_segments=config.extract_delegate_segments,
-                               mutable_data=[b.storage for b in mutable_data.buffers()])
+        program = Program(
+            version=0,
+            execution_plan=plans,
+            constant_buffer=constants.buffers(),
+            backend_delegate_data=delegate_data.inline_data(),
+            segments=[],
+        )
+        buffer = serialize_pte(
+            program,
+            segment_alignment=config.segment_alignment,
+            constant_tensor_alignment=config.constant_tensor_alignment,
+            extract_delegate_segments=config.extract_delegate_segments,
+            mutable_data=[b.storage for b in mutable_data.buffers()],
+        )
         return ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles)
 
 
@@ -151,8 +191,14 @@ class MethodPlanSummary:
 
 
 class ExecutorchProgramManager:
-    def __init__(self, buffer: bytes, program: Program, graph_modules: dict[str, torch.fx.GraphModule],
-                 memory_plans: dict[str, MethodPlanSummary], debug_handles: dict[str, list]):
+    def __init__(
+        self,
+        buffer: bytes,
+        program: Program,
+        graph_modules: dict[str, torch.fx.GraphModule],
+        memory_plans: dict[str, MethodPlanSummary],
+        debug_handles: dict[str, list],
+    ):
         self._buffer = buffer
         self.debug_handle_map = debug_handles  # method -> debug handle of each instruction
         self._program = program

@@ -11,23 +11,46 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from torchedge.errors import ExportError
 
-__all__ = ["SYM_OPS", "upper_bound", "upper_bound_shape", "is_dynamic", "decided",
-           "is_scalar_call", "scalar_kernel_name"]
+__all__ = [
+    "SYM_OPS",
+    "upper_bound",
+    "upper_bound_shape",
+    "is_dynamic",
+    "decided",
+    "is_scalar_call",
+    "scalar_kernel_name",
+]
 
 # Python-level size arithmetic that torch.export records -> the executorch_prim kernel computing it.
 SYM_OPS: dict = {
-    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.floordiv: "floordiv",
-    operator.truediv: "truediv", operator.mod: "mod", operator.eq: "eq", operator.gt: "gt",
-    operator.lt: "lt", operator.ge: "ge", operator.le: "le", operator.neg: "neg",
-    torch.sym_max: "sym_max", torch.sym_min: "sym_min", torch.sym_float: "sym_float", torch.sym_int: "sym_int",
-    torch.sym_not: "sym_not", torch.sym_ite: "sym_ite", math.ceil: "ceil", math.trunc: "trunc", round: "round",
+    operator.add: "add",
+    operator.sub: "sub",
+    operator.mul: "mul",
+    operator.floordiv: "floordiv",
+    operator.truediv: "truediv",
+    operator.mod: "mod",
+    operator.eq: "eq",
+    operator.gt: "gt",
+    operator.lt: "lt",
+    operator.ge: "ge",
+    operator.le: "le",
+    operator.neg: "neg",
+    torch.sym_max: "sym_max",
+    torch.sym_min: "sym_min",
+    torch.sym_float: "sym_float",
+    torch.sym_int: "sym_int",
+    torch.sym_not: "sym_not",
+    torch.sym_ite: "sym_ite",
+    math.ceil: "ceil",
+    math.trunc: "trunc",
+    round: "round",
 }
 
 
@@ -38,8 +61,10 @@ def upper_bound(size, what: str = "a dimension") -> int:
     node = size.node
     bound = node.shape_env.bound_sympy(node.expr).upper
     if not bound.is_Integer:  # a concrete integer, not sympy's oo nor torch's int_oo
-        raise ExportError(f"{what} has the unbounded size {node.expr}: memory is planned for the largest "
-                          f"size, so give the dimension a maximum, e.g. torch.export.Dim('n', max=1024)")
+        raise ExportError(
+            f"{what} has the unbounded size {node.expr}: memory is planned for the largest "
+            f"size, so give the dimension a maximum, e.g. torch.export.Dim('n', max=1024)"
+        )
     return int(bound)
 
 
@@ -67,8 +92,11 @@ def is_scalar_call(node: torch.fx.Node) -> bool:
     if node.target in SYM_OPS:
         return True
     op = node.target
-    return (isinstance(op, torch._ops.OpOverload) and bool(op._schema.returns)
-            and not any("Tensor" in str(r.type) for r in op._schema.returns))
+    return (
+        isinstance(op, torch._ops.OpOverload)
+        and bool(op._schema.returns)
+        and not any("Tensor" in str(r.type) for r in op._schema.returns)
+    )
 
 
 def scalar_kernel_name(node: torch.fx.Node) -> tuple[str, str]:

@@ -30,16 +30,16 @@ class TensorSpec:
     mem_id: int | None = None
     mem_offset: int | None = None
     lifetime: list[int] = field(default_factory=lambda: [-1, -1])
-    base: "TensorSpec | None" = None  # set for views: they own no bytes and share the base's
+    base: TensorSpec | None = None  # set for views: they own no bytes and share the base's
     dynamic: bool = False  # some dimension is symbolic: ``shape`` holds upper bounds (DYNAMIC_BOUND)
     state: str | None = None  # a mutable buffer's name: its bytes persist across runs, so nothing else reuses them
 
-    def placement_owner(self) -> "TensorSpec":
+    def placement_owner(self) -> TensorSpec:
         """The spec whose bytes this tensor lives in (itself, or the root of a view chain)."""
         return self.base.placement_owner() if self.base is not None else self
 
     @classmethod
-    def from_tensor(cls, t: torch.Tensor, const: bool = False) -> "TensorSpec":
+    def from_tensor(cls, t: torch.Tensor, const: bool = False) -> TensorSpec:
         """The spec of ``t``; symbolic dimensions take their upper bound."""
         return cls(upper_bound_shape(t.shape), t.dtype, _dim_order_of(t), const=const, dynamic=is_dynamic(t))
 
@@ -73,7 +73,8 @@ def _dense(t: torch.Tensor) -> bool:
 
 
 def _dim_order_of(t: torch.Tensor) -> tuple[int, ...]:
-    if t.dim() == 4 and decided(lambda: not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last),
-                                otherwise=False):
+    if t.dim() == 4 and decided(
+        lambda: not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last), otherwise=False
+    ):
         return (0, 2, 3, 1)
     return contiguous_dim_order(t.dim())

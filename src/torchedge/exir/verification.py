@@ -11,7 +11,7 @@ and the user's source line.
 from __future__ import annotations
 
 import operator
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -37,8 +37,11 @@ def _fail(node: torch.fx.Node, message: str) -> IRVerificationError:
 def _calls(graph_module: torch.fx.GraphModule):
     """Operator calls on tensors (delegate calls are opaque to the Edge rules; size arithmetic has none)."""
     for node in graph_module.graph.nodes:
-        if (node.op == "call_function" and node.target not in (operator.getitem, executorch_call_delegate)
-                and not is_scalar_call(node)):
+        if (
+            node.op == "call_function"
+            and node.target not in (operator.getitem, executorch_call_delegate)
+            and not is_scalar_call(node)
+        ):
             yield node
 
 
@@ -63,8 +66,11 @@ def _dtype_problem(node: torch.fx.Node) -> str | None:
     from torchedge.exir.dialects.constraints import check_node_dtypes
 
     bound = bind_arguments(node.target, node.args, node.kwargs)
-    arg_dtypes = {name: value.meta["val"].dtype for name, value in bound.items()
-                  if isinstance(value, torch.fx.Node) and isinstance(value.meta.get("val"), torch.Tensor)}
+    arg_dtypes = {
+        name: value.meta["val"].dtype
+        for name, value in bound.items()
+        if isinstance(value, torch.fx.Node) and isinstance(value.meta.get("val"), torch.Tensor)
+    }
     return check_node_dtypes(node.target, arg_dtypes, _return_dtypes(node))
 
 
@@ -92,8 +98,11 @@ def verify_edge(graph_module: torch.fx.GraphModule, check_dtypes: bool = True) -
         for schema_arg in op._schema.arguments:
             value = bound.get(schema_arg.name)
             if str(schema_arg.type) == "Tensor" and isinstance(value, (bool, int, float)):
-                raise _fail(node, f"argument '{schema_arg.name}' is the Python scalar {value!r} where a Tensor "
-                                  "is required (run ScalarToTensorPass)")
+                raise _fail(
+                    node,
+                    f"argument '{schema_arg.name}' is the Python scalar {value!r} where a Tensor "
+                    "is required (run ScalarToTensorPass)",
+                )
         val = node.meta.get("val")
         for out in val if isinstance(val, (tuple, list)) else [val]:
             if isinstance(out, torch.Tensor) and not describable_by_dim_order(out):

@@ -8,12 +8,4 @@ from torchedge.generation.runner import GenerationResult, TextGenerator
 from torchedge.generation.sampling import Sampler, greedy
 from torchedge.generation.tokenizer import TextStream, Tokenizer, train_bpe_tokenizer
 
-__all__ = [
-    "GenerationResult",
-    "Sampler",
-    "TextGenerator",
-    "TextStream",
-    "Tokenizer",
-    "greedy",
-    "train_bpe_tokenizer",
-]
+__all__ = ["GenerationResult", "Sampler", "TextGenerator", "TextStream", "Tokenizer", "greedy", "train_bpe_tokenizer"]

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numbers
 import operator
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -87,21 +88,33 @@ class TextGenerator:
         where = f"method '{name or self.method_name}'"
         inputs = tuple(meta.inputs)
         if len(inputs) != 2 or not all(hasattr(m, "shape") for m in inputs):
-            raise InputError(f"{where} must take two tensors (input_ids [1, T], cache_position [T]), "
-                             f"it takes {len(inputs)} input(s)")
+            raise InputError(
+                f"{where} must take two tensors (input_ids [1, T], cache_position [T]), it takes {len(inputs)} input(s)"
+            )
         ids, positions = inputs
         if len(ids.shape) != 2 or ids.shape[0] != 1 or len(positions.shape) != 1:
-            raise InputError(f"{where}: expected input_ids [1, T] and cache_position [T], "
-                             f"got {list(ids.shape)} and {list(positions.shape)}")
+            raise InputError(
+                f"{where}: expected input_ids [1, T] and cache_position [T], "
+                f"got {list(ids.shape)} and {list(positions.shape)}"
+            )
         for name, m in (("input_ids", ids), ("cache_position", positions)):
             if np.dtype(m.dtype).kind not in "iu":
                 raise InputError(f"{where}: {name} must be an integer tensor, it is {np.dtype(m.dtype)}")
         return ids, positions
 
-    def generate(self, prompt_ids, max_new_tokens: int, *, temperature: float = 0.0, top_k: int | None = None,
-                 top_p: float | None = None, seed: int | None = None, stop_tokens=(),
-                 prefill_chunk: int | None = None,
-                 callback: Callable[[int], object] | None = None) -> GenerationResult:
+    def generate(
+        self,
+        prompt_ids,
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        stop_tokens=(),
+        prefill_chunk: int | None = None,
+        callback: Callable[[int], object] | None = None,
+    ) -> GenerationResult:
         """Prefill ``prompt_ids`` (in one call, or chunks of ``prefill_chunk``), then decode.
 
         Decoding stops at a token in ``stop_tokens`` (kept in the result), after
@@ -117,7 +130,7 @@ class TextGenerator:
 
         start = time.perf_counter()
         for begin in range(0, len(prompt), chunk):
-            logits = self._call(prompt[begin:begin + chunk], begin)
+            logits = self._call(prompt[begin : begin + chunk], begin)
         token = sampler(logits)
         prefill_seconds, decode_seconds = time.perf_counter() - start, 0.0
         tokens = []
@@ -142,12 +155,16 @@ class TextGenerator:
 
     def _call(self, ids: list[int], position: int, method=None) -> np.ndarray:
         """Run one call on ``ids`` at cache positions ``position...``; the last position's logits."""
-        inputs = [np.asarray([ids], dtype=self._ids_meta.dtype),
-                  np.arange(position, position + len(ids), dtype=self._positions_meta.dtype)]
+        inputs = [
+            np.asarray([ids], dtype=self._ids_meta.dtype),
+            np.arange(position, position + len(ids), dtype=self._positions_meta.dtype),
+        ]
         logits = (method or self._forward).execute(inputs)[0]
         if np.ndim(logits) != 3 or logits.shape[:2] != (1, len(ids)):
-            raise InputError(f"method '{self.method_name}' must return logits [1, {len(ids)}, vocab], "
-                             f"it returned {list(np.shape(logits))}")
+            raise InputError(
+                f"method '{self.method_name}' must return logits [1, {len(ids)}, vocab], "
+                f"it returned {list(np.shape(logits))}"
+            )
         return logits[0, -1]
 
     def _check_prompt(self, prompt_ids) -> list[int]:
@@ -157,8 +174,10 @@ class TextGenerator:
         if self.vocab_size is not None and max(prompt) >= self.vocab_size:
             raise InputError(f"prompt token {max(prompt)} is outside the vocabulary of {self.vocab_size} tokens")
         if self.max_seq_len is not None and len(prompt) >= self.max_seq_len:
-            raise InputError(f"the prompt has {len(prompt)} tokens but the program's cache holds {self.max_seq_len} "
-                             f"positions: at most {self.max_seq_len - 1} prompt tokens leave room to generate")
+            raise InputError(
+                f"the prompt has {len(prompt)} tokens but the program's cache holds {self.max_seq_len} "
+                f"positions: at most {self.max_seq_len - 1} prompt tokens leave room to generate"
+            )
         return prompt
 
     def _check_chunking(self, prompt_length: int, max_new_tokens: int, prefill_chunk: int | None) -> int:
@@ -167,20 +186,31 @@ class TextGenerator:
         if self.dynamic:
             if prefill_chunk is None:
                 return bound
-            if isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, numbers.Integral) \
-                    or not 1 <= prefill_chunk <= bound:
-                raise InputError(f"prefill_chunk must be an integer in [1, {bound}] ({where} takes at most "
-                                 f"{bound} tokens per call), got {prefill_chunk!r}")
+            if (
+                isinstance(prefill_chunk, bool)
+                or not isinstance(prefill_chunk, numbers.Integral)
+                or not 1 <= prefill_chunk <= bound
+            ):
+                raise InputError(
+                    f"prefill_chunk must be an integer in [1, {bound}] ({where} takes at most "
+                    f"{bound} tokens per call), got {prefill_chunk!r}"
+                )
             return int(prefill_chunk)
         if prefill_chunk not in (None, bound):
-            raise InputError(f"{where} takes exactly {bound} token(s) per call: prefill_chunk must be None "
-                             f"or {bound}, got {prefill_chunk!r}")
+            raise InputError(
+                f"{where} takes exactly {bound} token(s) per call: prefill_chunk must be None "
+                f"or {bound}, got {prefill_chunk!r}"
+            )
         if bound > 1 and prompt_length % bound:
-            raise InputError(f"{where} takes exactly {bound} tokens per call and the prompt has {prompt_length}: "
-                             f"give a multiple of {bound} (prompts are not padded)")
+            raise InputError(
+                f"{where} takes exactly {bound} tokens per call and the prompt has {prompt_length}: "
+                f"give a multiple of {bound} (prompts are not padded)"
+            )
         if bound > 1 and max_new_tokens > 1:
-            raise InputError(f"{where} takes exactly {bound} tokens per call, so it cannot decode one token at a "
-                             "time: export it with a dynamic sequence length (or T=1), or ask for 1 new token")
+            raise InputError(
+                f"{where} takes exactly {bound} tokens per call, so it cannot decode one token at a "
+                "time: export it with a dynamic sequence length (or T=1), or ask for 1 new token"
+            )
         return bound
 
 

@@ -26,8 +26,9 @@ class Sampler:
     ``seed``: the same seed gives the same tokens.
     """
 
-    def __init__(self, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None,
-                 seed: int | None = None):
+    def __init__(
+        self, temperature: float = 0.0, top_k: int | None = None, top_p: float | None = None, seed: int | None = None
+    ):
         self.temperature = _check_temperature(temperature)
         self.top_k = _check_top_k(top_k)
         self.top_p = _check_top_p(top_p)
@@ -53,7 +54,7 @@ class Sampler:
             raise InputError("every logit is -inf: there is no token to sample")
         order = np.argsort(-scaled, kind="stable")  # most likely first; ties keep the lowest index first
         if self.top_k is not None:
-            order = order[:self.top_k]
+            order = order[: self.top_k]
         probs = np.exp(scaled[order] - scaled[order[0]])
         probs /= probs.sum()
         if self.top_p is not None:

@@ -35,8 +35,9 @@ class Tokenizer:
         self.eos_id = self._special_id(eos_token, _EOS_NAMES, "eos")
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, bos_token: str | None = None,
-                  eos_token: str | None = None) -> "Tokenizer":
+    def from_file(
+        cls, path: str | os.PathLike, bos_token: str | None = None, eos_token: str | None = None
+    ) -> Tokenizer:
         """Load a ``tokenizer.json``."""
         path = os.fspath(path)
         if not os.path.isfile(path):
@@ -61,7 +62,7 @@ class Tokenizer:
     def decode(self, ids, skip_special_tokens: bool = True) -> str:
         return self._backend.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
-    def stream(self, skip_special_tokens: bool = True) -> "TextStream":
+    def stream(self, skip_special_tokens: bool = True) -> TextStream:
         """An incremental decoder for tokens that arrive one at a time."""
         return TextStream(self._backend, skip_special_tokens)
 
@@ -107,8 +108,9 @@ def _sibling_config(path: str) -> dict:
     return names
 
 
-def train_bpe_tokenizer(texts, vocab_size: int = 512,
-                        special_tokens: tuple[str, ...] = ("<pad>", "<s>", "</s>")) -> Tokenizer:
+def train_bpe_tokenizer(
+    texts, vocab_size: int = 512, special_tokens: tuple[str, ...] = ("<pad>", "<s>", "</s>")
+) -> Tokenizer:
     """Train a byte-level BPE tokenizer on ``texts`` (nothing is downloaded).
 
     Special tokens take the first ids, in order; when ``<s>`` is among them, encoding
@@ -118,17 +120,24 @@ def train_bpe_tokenizer(texts, vocab_size: int = 512,
     texts = list(texts)
     minimum = 256 + len(special_tokens)
     if not isinstance(vocab_size, int) or vocab_size < minimum:
-        raise InputError(f"vocab_size must be at least {minimum} (256 bytes + {len(special_tokens)} special "
-                         f"tokens), got {vocab_size!r}")
+        raise InputError(
+            f"vocab_size must be at least {minimum} (256 bytes + {len(special_tokens)} special "
+            f"tokens), got {vocab_size!r}"
+        )
     if not texts or not all(isinstance(t, str) for t in texts):
         raise InputError("train_bpe_tokenizer needs a non-empty list of strings")
     backend = tk.Tokenizer(tk.models.BPE())
     backend.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = tk.decoders.ByteLevel()
-    trainer = tk.trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(special_tokens),
-                                     initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = tk.trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(special_tokens),
+        initial_alphabet=tk.pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     backend.train_from_iterator(texts, trainer)
     if "<s>" in special_tokens:
         backend.post_processor = tk.processors.TemplateProcessing(
-            single="<s> $A", special_tokens=[("<s>", backend.token_to_id("<s>"))])
+            single="<s> $A", special_tokens=[("<s>", backend.token_to_id("<s>"))]
+        )
     return Tokenizer(backend)

@@ -8,7 +8,7 @@ method's memory manager, which accounts and bounds what is allocated.
 from __future__ import annotations
 
 import contextvars
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -17,8 +17,16 @@ from torchedge.errors import KernelError
 from torchedge.kernels.allocator import allocate_output
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "sym_is_contiguous", "resize_",
-           "local_scalar_dense", "et_view"]
+__all__ = [
+    "sym_size",
+    "sym_numel",
+    "sym_stride",
+    "sym_storage_offset",
+    "sym_is_contiguous",
+    "resize_",
+    "local_scalar_dense",
+    "et_view",
+]
 
 
 @register_kernel("aten::sym_size.int", returns_value=True)
@@ -74,8 +82,10 @@ def et_view(self, size, out):
     binds the out slot to the returned array."""
     view = self.reshape(size)
     if view.size and not np.shares_memory(view, self):
-        raise KernelError(f"executorch_prim::et_view.default: a tensor with strides {self.strides} cannot be "
-                          f"viewed as {list(size)} without a copy")
+        raise KernelError(
+            f"executorch_prim::et_view.default: a tensor with strides {self.strides} cannot be "
+            f"viewed as {list(size)} without a copy"
+        )
     return view
 
 
@@ -130,7 +140,7 @@ _UNARY = {
 
 
 def _kernel_name(op: str) -> str:
-    return op[len("executorch_prim::"):].split(".")[0]
+    return op[len("executorch_prim::") :].split(".")[0]
 
 
 def _binary_kernel(op, fn):

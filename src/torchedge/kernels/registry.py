@@ -54,13 +54,24 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from torchedge.errors import OperatorMissingError
 
-__all__ = ["Kernel", "OpTraits", "register_kernel", "get_kernel", "has_kernel", "registered_operators",
-           "op_traits", "registering_module", "has_shape_function", "output_shapes", "shape_operators"]
+__all__ = [
+    "Kernel",
+    "OpTraits",
+    "register_kernel",
+    "get_kernel",
+    "has_kernel",
+    "registered_operators",
+    "op_traits",
+    "registering_module",
+    "has_shape_function",
+    "output_shapes",
+    "shape_operators",
+]
 
 
 @dataclass(frozen=True)
@@ -166,8 +177,10 @@ def output_shapes(op_name: str, args: list) -> list[tuple[int, ...]]:
     """The shape of every output of ``op_name`` called with the kernel arguments ``args``."""
     shape = op_traits(op_name).shape
     if shape is None:
-        raise OperatorMissingError(f"no shape function registered for operator '{op_name}': dynamic shapes need "
-                                   "one to size its outputs (register_kernel(..., shape=...))")
+        raise OperatorMissingError(
+            f"no shape function registered for operator '{op_name}': dynamic shapes need "
+            "one to size its outputs (register_kernel(..., shape=...))"
+        )
     return shape(*args)
 
 

@@ -17,15 +17,27 @@ from torch.export import Dim, ExportedProgram
 
 from torchedge.errors import ExportError, InputError
 
-__all__ = ["ARCHITECTURES", "KV_CACHE_MODELS", "CausalLMExport", "compile_causal_lm", "demo_tokenizer",
-           "eager_greedy", "export_causal_lm", "load_kv_cache_model", "tiny_causal_lm"]
+__all__ = [
+    "ARCHITECTURES",
+    "KV_CACHE_MODELS",
+    "CausalLMExport",
+    "compile_causal_lm",
+    "demo_tokenizer",
+    "eager_greedy",
+    "export_causal_lm",
+    "load_kv_cache_model",
+    "tiny_causal_lm",
+]
 
 _LAYERS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 # architecture -> (config class, model class, size arguments)
 _TINY = {
     "llama": ("LlamaConfig", "LlamaForCausalLM", dict(_LAYERS, num_key_value_heads=2)),
-    "gpt2": ("GPT2Config", "GPT2LMHeadModel",
-             dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, n_inner=64)),  # n_inner: MLP width
+    "gpt2": (
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, n_inner=64),
+    ),  # n_inner: MLP width
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(_LAYERS, num_key_value_heads=2)),
     "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(_LAYERS, num_key_value_heads=2)),
     "phi": ("PhiConfig", "PhiForCausalLM", dict(_LAYERS)),
@@ -70,9 +82,16 @@ def tiny_causal_lm(architecture: str, *, seed: int = 0, vocab_size: int = 512, m
         raise ExportError(f"unknown architecture '{architecture}': use one of {', '.join(ARCHITECTURES)}")
     tf = _transformers()
     config_name, model_name, sizes = _TINY[architecture]
-    config = getattr(tf, config_name)(**sizes, vocab_size=vocab_size, max_position_embeddings=max_positions,
-                                      initializer_range=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                                      use_cache=True)
+    config = getattr(tf, config_name)(
+        **sizes,
+        vocab_size=vocab_size,
+        max_position_embeddings=max_positions,
+        initializer_range=0.5,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        use_cache=True,
+    )
     if architecture == "phi3":
         config.original_max_position_embeddings = max_positions  # no long-context rope scaling
     with torch.random.fork_rng():
@@ -80,8 +99,9 @@ def tiny_causal_lm(architecture: str, *, seed: int = 0, vocab_size: int = 512, m
         return getattr(tf, model_name)(config).eval()
 
 
-def export_causal_lm(model, max_cache_len: int, max_prompt_len: int | None = None,
-                     decode_method: bool = False) -> CausalLMExport:
+def export_causal_lm(
+    model, max_cache_len: int, max_prompt_len: int | None = None, decode_method: bool = False
+) -> CausalLMExport:
     """Export ``model`` with a static cache of ``max_cache_len`` positions.
 
     ``forward`` takes 1 to ``max_prompt_len`` (default ``max_cache_len``) tokens per call.
@@ -101,13 +121,19 @@ def export_causal_lm(model, max_cache_len: int, max_prompt_len: int | None = Non
     except (AssertionError, ValueError) as e:
         raise ExportError(f"{type(model).__name__} cannot be exported with a static cache: {e}") from None
     seq = Dim("seq", max=max_prompt_len)  # one size for both inputs: T tokens at T positions
-    exported = wrapper.export(input_ids=torch.zeros((1, 2), dtype=torch.long),
-                              cache_position=torch.arange(2, dtype=torch.long),
-                              dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}}, strict=True)
+    exported = wrapper.export(
+        input_ids=torch.zeros((1, 2), dtype=torch.long),
+        cache_position=torch.arange(2, dtype=torch.long),
+        dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}},
+        strict=True,
+    )
     programs = {"forward": exported}
     if decode_method:
-        programs["decode"] = wrapper.export(input_ids=torch.zeros((1, 1), dtype=torch.long),
-                                            cache_position=torch.zeros(1, dtype=torch.long), strict=True)
+        programs["decode"] = wrapper.export(
+            input_ids=torch.zeros((1, 1), dtype=torch.long),
+            cache_position=torch.zeros(1, dtype=torch.long),
+            strict=True,
+        )
     constants = _constant_methods(model.config.get_text_config(), max_cache_len, max_prompt_len)
     # `wrapper.export` exports `wrapper.model`; `wrapper.forward` drops cache_position, so it is no reference.
     return CausalLMExport(programs, constants, wrapper.model, max_cache_len)
@@ -119,10 +145,14 @@ def compile_causal_lm(exported: CausalLMExport, partitioner=None):
     from torchedge.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
 
-    edge = to_edge_transform_and_lower(exported.programs, partitioner=partitioner,
-                                       constant_methods=exported.constant_methods)
-    return edge.to_executorch(ExecutorchBackendConfig(
-        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True))
+    edge = to_edge_transform_and_lower(
+        exported.programs, partitioner=partitioner, constant_methods=exported.constant_methods
+    )
+    return edge.to_executorch(
+        ExecutorchBackendConfig(
+            memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True
+        )
+    )
 
 
 def _constant_methods(config, max_cache_len: int, max_prompt_len: int) -> dict[str, object]:
@@ -151,8 +181,10 @@ def eager_greedy(exported: CausalLMExport, prompt_ids, max_new_tokens: int) -> l
     """
     module, prompt = exported.module, [int(t) for t in prompt_ids]
     if len(prompt) + max_new_tokens > exported.max_cache_len:
-        raise InputError(f"{len(prompt)} prompt + {max_new_tokens} new tokens do not fit the cache of "
-                         f"{exported.max_cache_len} positions")
+        raise InputError(
+            f"{len(prompt)} prompt + {max_new_tokens} new tokens do not fit the cache of "
+            f"{exported.max_cache_len} positions"
+        )
     logits = module(input_ids=torch.tensor([prompt]), cache_position=torch.arange(len(prompt)))
     tokens = [int(logits[0, -1].argmax())]
     while len(tokens) < max_new_tokens:
@@ -166,8 +198,9 @@ def load_kv_cache_model(name: str, max_cache_len: int = 128) -> CausalLMExport:
     """Export a built-in KV-cache model by name (``llama-kv``, ``gpt2-kv``, ...), with a ``decode`` method."""
     if name not in KV_CACHE_MODELS:
         raise ExportError(f"unknown KV-cache model '{name}': use one of {', '.join(KV_CACHE_MODELS)}")
-    return export_causal_lm(tiny_causal_lm(name.removesuffix("-kv"), max_positions=max_cache_len), max_cache_len,
-                            decode_method=True)
+    return export_causal_lm(
+        tiny_causal_lm(name.removesuffix("-kv"), max_positions=max_cache_len), max_cache_len, decode_method=True
+    )
 
 
 def demo_tokenizer(vocab_size: int = 512):

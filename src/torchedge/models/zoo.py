@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -39,8 +39,14 @@ class SmallCNN(nn.Module):
     def __init__(self, num_classes: int = 10):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+            nn.Conv2d(3, 16, 3, padding=1),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
         )
         self.classifier = nn.Linear(32, num_classes)
 
@@ -104,17 +110,25 @@ def _mobilenet_v2():
 
 def _llama():
     tf = _transformers()
-    config = tf.LlamaConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                            num_key_value_heads=4, intermediate_size=688, vocab_size=4096,
-                            max_position_embeddings=512, use_cache=False)
+    config = tf.LlamaConfig(
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=688,
+        vocab_size=4096,
+        max_position_embeddings=512,
+        use_cache=False,
+    )
     model = tf.LlamaForCausalLM(config).eval()
     return _Logits(model, use_cache=False).eval(), (torch.randint(0, 4096, (1, 128)),)
 
 
 def _resnet18():
     tf = _transformers()
-    config = tf.ResNetConfig(layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512],
-                             embedding_size=64, num_labels=1000)
+    config = tf.ResNetConfig(
+        layer_type="basic", depths=[2, 2, 2, 2], hidden_sizes=[64, 128, 256, 512], embedding_size=64, num_labels=1000
+    )
     model = tf.ResNetForImageClassification(config).eval()
     _randomize_batch_norm_stats(model)
     return _Logits(model).eval(), (torch.randn(1, 3, 224, 224),)
@@ -123,16 +137,29 @@ def _resnet18():
 def _vit():
     """ViT-S/16-shaped: 224x224 image, 16x16 patches, hidden 384, 6 layers, 6 heads."""
     tf = _transformers()
-    config = tf.ViTConfig(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, intermediate_size=1536,
-                          image_size=224, patch_size=16, num_labels=1000)
+    config = tf.ViTConfig(
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=6,
+        intermediate_size=1536,
+        image_size=224,
+        patch_size=16,
+        num_labels=1000,
+    )
     return _Logits(tf.ViTForImageClassification(config).eval()).eval(), (torch.randn(1, 3, 224, 224),)
 
 
 def _bert():
     """BERT-shaped encoder: hidden 256, 4 layers, 4 heads, 128 tokens; returns the last hidden state."""
     tf = _transformers()
-    config = tf.BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-                           vocab_size=8192, max_position_embeddings=512)
+    config = tf.BertConfig(
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        vocab_size=8192,
+        max_position_embeddings=512,
+    )
     return _LastHiddenState(tf.BertModel(config).eval()).eval(), (torch.randint(0, 8192, (1, 128)),)
 
 
@@ -160,5 +187,7 @@ def load_model(name: str, seed: int = 0):
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return getattr(module, factory)()
-    raise ExportError(f"unknown model '{name}': use one of {', '.join(MODEL_NAMES)} "
-                      "or 'path/to/file.py:factory' returning (model, example_inputs)")
+    raise ExportError(
+        f"unknown model '{name}': use one of {', '.join(MODEL_NAMES)} "
+        "or 'path/to/file.py:factory' returning (model, example_inputs)"
+    )

@@ -74,8 +74,7 @@ def loader_for(source, mmap_file: bool = True) -> DataLoader:
         return BufferDataLoader(source)
     if hasattr(source, "read"):
         return BufferDataLoader(_read_all(source))
-    raise TypeError(f"cannot load a program from {type(source).__name__}: "
-                    "pass a path, bytes, or a binary file object")
+    raise TypeError(f"cannot load a program from {type(source).__name__}: pass a path, bytes, or a binary file object")
 
 
 def _read_all(f: BinaryIO) -> bytes:

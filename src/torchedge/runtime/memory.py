@@ -24,18 +24,27 @@ class MemoryManager:
     program (mutable state shared between them); ``live`` the ids among them whose state
     another method already holds, so loading must not reset it."""
 
-    def __init__(self, planned_sizes: list[int], max_arena_bytes: int = DEFAULT_MAX_ARENA_BYTES,
-                 shared: dict[int, np.ndarray] | None = None, live: frozenset[int] = frozenset()):
+    def __init__(
+        self,
+        planned_sizes: list[int],
+        max_arena_bytes: int = DEFAULT_MAX_ARENA_BYTES,
+        shared: dict[int, np.ndarray] | None = None,
+        live: frozenset[int] = frozenset(),
+    ):
         for memory_id, size in enumerate(planned_sizes, start=1):
             if size < 0:
                 raise InvalidProgramError(f"planned buffer {memory_id} has negative size {size}")
             if size > max_arena_bytes:
-                raise MemoryPlanError(f"planned buffer {memory_id} needs {size} bytes, more than the "
-                                      f"limit of {max_arena_bytes}; raise max_arena_bytes if intended")
+                raise MemoryPlanError(
+                    f"planned buffer {memory_id} needs {size} bytes, more than the "
+                    f"limit of {max_arena_bytes}; raise max_arena_bytes if intended"
+                )
         shared = shared or {}
         self.live = live
-        self.arenas = [shared[memory_id] if memory_id in shared else np.zeros(size, dtype=np.uint8)
-                       for memory_id, size in enumerate(planned_sizes, start=1)]
+        self.arenas = [
+            shared[memory_id] if memory_id in shared else np.zeros(size, dtype=np.uint8)
+            for memory_id, size in enumerate(planned_sizes, start=1)
+        ]
         self.max_runtime_bytes = max_arena_bytes
         self.runtime_bytes = 0
 
@@ -43,8 +52,10 @@ class MemoryManager:
         """Runtime allocation for a data-dependent output, bounded by ``max_runtime_bytes``."""
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if self.runtime_bytes + nbytes > self.max_runtime_bytes:
-            raise MemoryPlanError(f"runtime allocation of {nbytes} bytes for shape {list(shape)} would exceed "
-                                  f"the limit of {self.max_runtime_bytes} bytes")
+            raise MemoryPlanError(
+                f"runtime allocation of {nbytes} bytes for shape {list(shape)} would exceed "
+                f"the limit of {self.max_runtime_bytes} bytes"
+            )
         self.runtime_bytes += nbytes
         return np.empty(shape, dtype=dtype)
 
@@ -55,8 +66,9 @@ class MemoryManager:
     def arena(self, memory_id: int) -> np.ndarray:
         """The arena of a 1-based memory id (id 0 is the historical constants slot)."""
         if not 1 <= memory_id <= len(self.arenas):
-            raise InvalidProgramError(f"memory id {memory_id} is out of range: the program plans "
-                                      f"{len(self.arenas)} buffer(s)")
+            raise InvalidProgramError(
+                f"memory id {memory_id} is out of range: the program plans {len(self.arenas)} buffer(s)"
+            )
         return self.arenas[memory_id - 1]
 
     @property

@@ -24,7 +24,7 @@ class PlannedTensor:
     offset: int
     nbytes: int
     start: int  # instruction index; -1 = before the first instruction (inputs)
-    end: int    # inclusive; len(instructions) = after the last one (outputs)
+    end: int  # inclusive; len(instructions) = after the last one (outputs)
 
 
 @dataclass

@@ -10,8 +10,8 @@ the outputs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -38,15 +38,7 @@ from torchedge.runtime.threads import (
     encode_num_threads,
 )
 from torchedge.runtime.values import ValueTable
-from torchedge.schema.program import (
-    DelegateCall,
-    FreeCall,
-    JumpFalseCall,
-    KernelCall,
-    MoveCall,
-    Tensor,
-    TensorList,
-)
+from torchedge.schema.program import DelegateCall, FreeCall, JumpFalseCall, KernelCall, MoveCall, Tensor, TensorList
 from torchedge.schema.scalar_type import ScalarType
 
 __all__ = ["Method"]
@@ -72,9 +64,16 @@ class Method:
     """``num_threads``: the threads its kernels use (None: `DEFAULT_NUM_THREADS`); when given, it
     is also passed to its delegates, overriding their compile-time thread settings."""
 
-    def __init__(self, plan, pte, kernel_lookup=get_kernel, max_arena_bytes: int | None = None,
-                 shared_memory: dict | None = None, live_memory: frozenset[int] = frozenset(),
-                 num_threads: int | None = None):
+    def __init__(
+        self,
+        plan,
+        pte,
+        kernel_lookup=get_kernel,
+        max_arena_bytes: int | None = None,
+        shared_memory: dict | None = None,
+        live_memory: frozenset[int] = frozenset(),
+        num_threads: int | None = None,
+    ):
         self.name = plan.name
         self._requested_threads = None if num_threads is None else check_num_threads(num_threads)
         self._kernel_lookup = kernel_lookup
@@ -88,8 +87,11 @@ class Method:
         for i in self._inputs + self._outputs:
             self._check_value_index(i, "input/output")
         # Outputs the plan gives no memory: the caller supplies it (or execute allocates it).
-        self._caller_outputs = {pos for pos, i in enumerate(self._outputs)
-                                if self._values.is_unallocated_tensor(i) and i not in self._inputs}
+        self._caller_outputs = {
+            pos
+            for pos, i in enumerate(self._outputs)
+            if self._values.is_unallocated_tensor(i) and i not in self._inputs
+        }
         # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
         self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
         self._handles: list = []
@@ -107,8 +109,9 @@ class Method:
         # its size (unless some size depends on data), so the run can skip the shape functions.
         self._steps_without_resizing = self._steps
         if any(s.kind == _RESIZING_KERNEL for s in self._steps):
-            self._steps_without_resizing = [_Step(_KERNEL, s.fn, s.args, s.ret, s.label)
-                                            if s.kind == _RESIZING_KERNEL else s for s in self._steps]
+            self._steps_without_resizing = [
+                _Step(_KERNEL, s.fn, s.args, s.ret, s.label) if s.kind == _RESIZING_KERNEL else s for s in self._steps
+            ]
         self._shapes_follow_inputs = not any(self._sizes_depend_on_data(s) for s in self._steps)
         self._shapes_current = False  # tensors have the sizes of the current inputs
         self._copied_outputs = tuple(pos not in self._caller_outputs for pos in range(len(self._outputs)))
@@ -124,8 +127,10 @@ class Method:
 
     def _check_value_index(self, index: int, what: str) -> None:
         if not 0 <= index < len(self._values.values):
-            raise InvalidProgramError(f"method '{self.name}': {what} index {index} is outside the "
-                                      f"value table of {len(self._values.values)} entries")
+            raise InvalidProgramError(
+                f"method '{self.name}': {what} index {index} is outside the "
+                f"value table of {len(self._values.values)} entries"
+            )
 
     def _init_delegate(self, delegate, pte):
         try:
@@ -150,8 +155,12 @@ class Method:
             for i in args.args:
                 self._check_value_index(i, where + " argument")
             backend, handle = self._delegates[args.delegate_index]
-            return _Step(_DELEGATE, partial(backend.execute, handle), tuple(args.args),
-                         label=f"delegate {plan.delegates[args.delegate_index].id}")
+            return _Step(
+                _DELEGATE,
+                partial(backend.execute, handle),
+                tuple(args.args),
+                label=f"delegate {plan.delegates[args.delegate_index].id}",
+            )
         if isinstance(args, JumpFalseCall):
             self._check_value_index(args.cond_value_index, where + " condition")
             return _Step(_JUMP, None, (args.cond_value_index,), args.destination_instruction, "jump_false")
@@ -167,22 +176,26 @@ class Method:
     def _compile_kernel(self, pc: int, call: KernelCall, plan, where: str) -> _Step:
         operators = plan.operators or []
         if not 0 <= call.op_index < len(operators):
-            raise InvalidProgramError(f"{where}: operator index {call.op_index} out of range "
-                                      f"(the method has {len(operators)} operators)")
+            raise InvalidProgramError(
+                f"{where}: operator index {call.op_index} out of range (the method has {len(operators)} operators)"
+            )
         op = operators[call.op_index]
         name = f"{op.name}.{op.overload}" if op.overload else op.name
         try:
             kernel = self._kernel_lookup(name)
         except OperatorMissingError:
-            raise OperatorMissingError(f"{where}: no kernel registered for operator '{name}'; "
-                                       "register one with torchedge.runtime.register_kernel") from None
+            raise OperatorMissingError(
+                f"{where}: no kernel registered for operator '{name}'; "
+                "register one with torchedge.runtime.register_kernel"
+            ) from None
         indices = list(call.args)
         for i in indices:
             self._check_value_index(i, where + " argument")
         if len(indices) < kernel.num_args:
-            raise InvalidProgramError(f"{where}: operator '{name}' takes {kernel.num_args} arguments, "
-                                      f"the instruction passes {len(indices)}")
-        step = _Step(_KERNEL, kernel.fn, tuple(indices[:kernel.num_args]), indices[-1], name)
+            raise InvalidProgramError(
+                f"{where}: operator '{name}' takes {kernel.num_args} arguments, the instruction passes {len(indices)}"
+            )
+        step = _Step(_KERNEL, kernel.fn, tuple(indices[: kernel.num_args]), indices[-1], name)
         traits = op_traits(name)
         if traits.view:
             if self._bind_static_view(step):
@@ -191,8 +204,10 @@ class Method:
         outs = self._out_tensors(step.ret)
         if any(self._values.is_dynamic(i) for i in outs) and not traits.data_dependent:
             if traits.shape is None:
-                raise OperatorMissingError(f"{where}: operator '{name}' writes a dynamic-shape tensor, and "
-                                           "torchedge has no shape function for it")
+                raise OperatorMissingError(
+                    f"{where}: operator '{name}' writes a dynamic-shape tensor, and "
+                    "torchedge has no shape function for it"
+                )
             step.kind, step.outs, step.shapes = _RESIZING_KERNEL, outs, traits.shape
         return step
 
@@ -233,8 +248,13 @@ class Method:
         for position, (index, value) in enumerate(zip(self._inputs, inputs)):
             target = table[index]
             # Fast path: an array of the planned dtype and of the shape the input memory has now.
-            if (type(value) is np.ndarray and type(target) is np.ndarray and value.dtype == target.dtype
-                    and value.shape == target.shape and index not in self._caller_inputs):
+            if (
+                type(value) is np.ndarray
+                and type(target) is np.ndarray
+                and value.dtype == target.dtype
+                and value.shape == target.shape
+                and index not in self._caller_inputs
+            ):
                 target[...] = value
             else:
                 self._set_input(position, index, value)
@@ -268,8 +288,10 @@ class Method:
 
     def _resize_input(self, index: int, shape, bound, where: str) -> None:
         if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)):
-            raise InputError(f"{where}: shape {list(shape)} is outside the dynamic range the method was "
-                             f"exported for (rank {len(bound)}, at most {list(bound)})")
+            raise InputError(
+                f"{where}: shape {list(shape)} is outside the dynamic range the method was "
+                f"exported for (rank {len(bound)}, at most {list(bound)})"
+            )
         if index in self._values.capacity and self._values.resize(index, tuple(shape)):
             self._shapes_current = False
 
@@ -281,8 +303,10 @@ class Method:
         for position, buffer in enumerate(outputs):
             if position not in self._caller_outputs:
                 if buffer is not None:
-                    raise InputError(f"method '{self.name}', output {position} is planned memory: "
-                                     "pass None for it (compile with alloc_graph_output=False to supply buffers)")
+                    raise InputError(
+                        f"method '{self.name}', output {position} is planned memory: "
+                        "pass None for it (compile with alloc_graph_output=False to supply buffers)"
+                    )
                 continue
             expected = self.meta.outputs[position]
             where = f"method '{self.name}', output buffer {position}"
@@ -291,8 +315,9 @@ class Method:
             elif not isinstance(buffer, np.ndarray) or not buffer.flags.writeable:
                 raise InputError(f"{where}: expected a writable NumPy array")
             elif buffer.dtype != expected.dtype or buffer.shape != expected.shape:
-                raise InputError(f"{where}: expected {expected.dtype}{list(expected.shape)}, "
-                                 f"got {buffer.dtype}{list(buffer.shape)}")
+                raise InputError(
+                    f"{where}: expected {expected.dtype}{list(expected.shape)}, got {buffer.dtype}{list(buffer.shape)}"
+                )
             self._values.set(self._outputs[position], buffer)
 
     def execute(self, inputs=(), outputs=None) -> list:
@@ -307,8 +332,10 @@ class Method:
             self.set_outputs(outputs)
         self._run()
         table = self._values.values
-        return [v.copy() if copy and isinstance(v, np.ndarray) else v
-                for copy, v in zip(self._copied_outputs, [table[i] for i in self._outputs])]
+        return [
+            v.copy() if copy and isinstance(v, np.ndarray) else v
+            for copy, v in zip(self._copied_outputs, [table[i] for i in self._outputs])
+        ]
 
     def _run(self) -> None:
         if not self._runs_kernels:
@@ -355,16 +382,18 @@ class Method:
         except TorchEdgeError as e:
             raise type(e)(f"method '{self.name}', instruction {pc} ({steps[pc].label}): {e}") from e
         except Exception as e:
-            raise KernelError(f"method '{self.name}', instruction {pc} ({steps[pc].label}) failed: "
-                              f"{type(e).__name__}: {e}") from e
+            raise KernelError(
+                f"method '{self.name}', instruction {pc} ({steps[pc].label}) failed: {type(e).__name__}: {e}"
+            ) from e
 
     def _store_result(self, index: int, result) -> None:
         """Bind a kernel's returned value: a scalar, a runtime-allocated tensor, or one per out."""
         if isinstance(result, tuple):
             targets = getattr(self._values.schema[index], "items", None)
             if targets is None or len(targets) != len(result):
-                raise InvalidProgramError(f"kernel returned {len(result)} outputs but value {index} "
-                                          "is not a tensor list of that length")
+                raise InvalidProgramError(
+                    f"kernel returned {len(result)} outputs but value {index} is not a tensor list of that length"
+                )
             for target, value in zip(targets, result):
                 self._values.set(target, value)
             self._values.set(index, list(result))

@@ -36,13 +36,16 @@ class MethodMeta:
     operators: tuple[str, ...]
 
     @classmethod
-    def from_plan(cls, plan) -> "MethodMeta":
+    def from_plan(cls, plan) -> MethodMeta:
         def describe(index: int):
             val = plan.values[index].val
             if isinstance(val, Tensor):
-                return TensorMeta(tuple(int(s) for s in val.sizes or []), dtype_of(val.scalar_type, plan.name),
-                                  tuple(val.dim_order or range(len(val.sizes or []))),
-                                  val.shape_dynamism != TensorShapeDynamism.STATIC)
+                return TensorMeta(
+                    tuple(int(s) for s in val.sizes or []),
+                    dtype_of(val.scalar_type, plan.name),
+                    tuple(val.dim_order or range(len(val.sizes or []))),
+                    val.shape_dynamism != TensorShapeDynamism.STATIC,
+                )
             return _SCALAR_TYPES.get(type(val), type(None))
 
         chains = plan.chains or []

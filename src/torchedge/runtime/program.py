@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torchedge.errors import InvalidProgramError
 from torchedge.kernels.registry import Kernel, get_kernel
@@ -20,8 +20,9 @@ class Program:
     """``num_threads``: the threads of the methods it loads, unless `load_method` says otherwise
     (None: the runtime's default, see `torchedge.runtime.threads`)."""
 
-    def __init__(self, loader: DataLoader, kernel_lookup: Callable[[str], Kernel] = get_kernel,
-                 num_threads: int | None = None):
+    def __init__(
+        self, loader: DataLoader, kernel_lookup: Callable[[str], Kernel] = get_kernel, num_threads: int | None = None
+    ):
         self._kernel_lookup = kernel_lookup
         self._num_threads = None if num_threads is None else check_num_threads(num_threads)
         self._loader = loader  # constants are views onto its bytes: keep it alive
@@ -46,8 +47,9 @@ class Program:
             raise KeyError(f"the program has no method '{name}'; methods: {', '.join(self._plans) or 'none'}")
         return plan
 
-    def load_method(self, name: str = "forward", max_arena_bytes: int | None = None,
-                    num_threads: int | None = None) -> Method:
+    def load_method(
+        self, name: str = "forward", max_arena_bytes: int | None = None, num_threads: int | None = None
+    ) -> Method:
         """Allocate the method's planned memory and resolve its kernels and delegates.
 
         Mutable buffers start from their initial values, except state this method shares

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from torchedge.kernels.registry import Kernel, get_kernel
 from torchedge.runtime.data_loader import loader_for
@@ -33,7 +33,7 @@ class Runtime:
       can override it per method. See `torchedge.runtime.threads`.
     """
 
-    _instances: dict[tuple[str, int | None], "Runtime"] = {}
+    _instances: dict[tuple[str, int | None], Runtime] = {}
 
     def __init__(self, kernels: str = "portable", num_threads: int | None = None):
         self.kernels = kernels
@@ -41,7 +41,7 @@ class Runtime:
         self._lookup = _kernel_lookup(kernels)
 
     @classmethod
-    def get(cls, kernels: str = "portable", num_threads: int | None = None) -> "Runtime":
+    def get(cls, kernels: str = "portable", num_threads: int | None = None) -> Runtime:
         key = (kernels, None if num_threads is None else check_num_threads(num_threads))
         if key not in cls._instances:
             cls._instances[key] = cls(kernels, num_threads)

@@ -42,9 +42,11 @@ def view_of(buffer, offset: int, dtype: np.dtype, sizes, dim_order, where: str) 
         raise InvalidProgramError(f"{where}: dim_order {list(order)} is not a permutation of {len(sizes)} dims")
     nbytes = dtype.itemsize * int(np.prod(sizes, dtype=np.int64)) if sizes else dtype.itemsize
     if offset < 0 or offset + nbytes > len(buffer):
-        raise InvalidProgramError(f"{where}: tensor of {nbytes} bytes at offset {offset} "
-                                  f"does not fit in a buffer of {len(buffer)} bytes")
+        raise InvalidProgramError(
+            f"{where}: tensor of {nbytes} bytes at offset {offset} does not fit in a buffer of {len(buffer)} bytes"
+        )
     if nbytes == 0:
         return np.empty(sizes, dtype=dtype)
-    return np.ndarray(sizes, dtype=dtype, buffer=buffer, offset=offset,
-                      strides=strides_for(sizes, order, dtype.itemsize))
+    return np.ndarray(
+        sizes, dtype=dtype, buffer=buffer, offset=offset, strides=strides_for(sizes, order, dtype.itemsize)
+    )

@@ -13,8 +13,14 @@ from threadpoolctl import OpenBLASController, get_cached_controller
 
 from torchedge.errors import InputError
 
-__all__ = ["DEFAULT_NUM_THREADS", "RUNTIME_NUM_THREADS", "ThreadLimit", "check_num_threads",
-           "decode_num_threads", "encode_num_threads"]
+__all__ = [
+    "DEFAULT_NUM_THREADS",
+    "RUNTIME_NUM_THREADS",
+    "ThreadLimit",
+    "check_num_threads",
+    "decode_num_threads",
+    "encode_num_threads",
+]
 
 DEFAULT_NUM_THREADS = 1
 # Key of the runtime's thread count in the specs a backend's `init` receives, present only when
@@ -54,7 +60,7 @@ class ThreadLimit:
         self._pools = tuple(get_cached_controller().lib_controllers)
         self._changed: list = []
 
-    def __enter__(self) -> "ThreadLimit":
+    def __enter__(self) -> ThreadLimit:
         changed = []
         for pool in self._pools:
             size = pool.get_num_threads()

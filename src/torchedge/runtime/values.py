@@ -77,8 +77,10 @@ class ValueTable:
             return False
         buffer, offset, dtype, bound, dim_order = self.capacity[index]
         if len(shape) != len(bound) or math.prod(shape) > math.prod(bound):
-            raise KernelError(f"{self._where(index)}: shape {list(shape)} does not fit the memory planned for "
-                              f"at most {list(bound)} (export with a larger Dim max)")
+            raise KernelError(
+                f"{self._where(index)}: shape {list(shape)} does not fit the memory planned for "
+                f"at most {list(bound)} (export with a larger Dim max)"
+            )
         self.set(index, view_of(buffer, offset, dtype, shape, dim_order, self._where(index)))
         return True
 
@@ -127,8 +129,10 @@ class ValueTable:
         where = self._where(index)
         info = t.extra_tensor_info
         if info is not None and info.location == TensorDataLocation.EXTERNAL:
-            raise InvalidProgramError(f"{where}: tensor '{info.fully_qualified_name}' lives in external "
-                                      "(.ptd) data, which this runtime does not load yet")
+            raise InvalidProgramError(
+                f"{where}: tensor '{info.fully_qualified_name}' lives in external "
+                "(.ptd) data, which this runtime does not load yet"
+            )
         if t.storage_offset:
             raise InvalidProgramError(f"{where}: storage_offset {t.storage_offset} is not supported (must be 0)")
         dtype = dtype_of(t.scalar_type, where)
@@ -147,4 +151,3 @@ class ValueTable:
         if t.data_buffer_idx > 0:
             return view_of(pte.constant_data(t.data_buffer_idx), 0, dtype, sizes, dim_order, where)
         return None  # memory supplied by the caller at execute time
-

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Optional, Union
 
 from torchedge.schema.scalar_type import ScalarType
 
@@ -60,7 +59,7 @@ __all__ = [
     "Program",
 ]
 
-ByteData = Union[bytes, memoryview]
+ByteData = bytes | memoryview
 
 
 class TensorShapeDynamism(IntEnum):
@@ -109,7 +108,7 @@ class AllocationDetails:
 @dataclass
 class ExtraTensorInfo:
     mutable_data_segments_idx: int = 0
-    fully_qualified_name: Optional[str] = None
+    fully_qualified_name: str | None = None
     location: TensorDataLocation = TensorDataLocation.SEGMENT
     device_type: DeviceType = DeviceType.CPU
     device_index: int = 0
@@ -123,10 +122,10 @@ class Tensor:
     dim_order: list[int] = field(default_factory=list)
     requires_grad: bool = False
     data_buffer_idx: int = 0
-    allocation_info: Optional[AllocationDetails] = None
+    allocation_info: AllocationDetails | None = None
     layout: int = 0
     shape_dynamism: TensorShapeDynamism = TensorShapeDynamism.STATIC
-    extra_tensor_info: Optional[ExtraTensorInfo] = None
+    extra_tensor_info: ExtraTensorInfo | None = None
 
 
 @dataclass
@@ -181,24 +180,12 @@ class OptionalTensorList:
 
 
 # Union members in tag order (tag = position + 1; 0 is NONE).
-KernelTypes = (
-    Null,
-    Int,
-    Bool,
-    Double,
-    Tensor,
-    String,
-    IntList,
-    DoubleList,
-    BoolList,
-    TensorList,
-    OptionalTensorList,
-)
+KernelTypes = (Null, Int, Bool, Double, Tensor, String, IntList, DoubleList, BoolList, TensorList, OptionalTensorList)
 
 
 @dataclass
 class EValue:
-    val: Optional[object] = None  # one of KernelTypes
+    val: object | None = None  # one of KernelTypes
 
 
 @dataclass
@@ -241,7 +228,7 @@ InstructionArguments = (KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeC
 
 @dataclass
 class Instruction:
-    instr_args: Optional[object] = None  # one of InstructionArguments
+    instr_args: object | None = None  # one of InstructionArguments
 
 
 @dataclass
@@ -272,7 +259,7 @@ class CompileSpec:
 @dataclass
 class BackendDelegate:
     id: str = ""
-    processed: Optional[BackendDelegateDataReference] = None
+    processed: BackendDelegateDataReference | None = None
     compile_specs: list[CompileSpec] = field(default_factory=list)
 
 
@@ -281,7 +268,7 @@ class Chain:
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     instructions: list[Instruction] = field(default_factory=list)
-    stacktrace: Optional[list[FrameList]] = None
+    stacktrace: list[FrameList] | None = None
 
 
 @dataclass
@@ -294,7 +281,7 @@ class NonConstBufferDevice:
 @dataclass
 class ExecutionPlan:
     name: str = ""
-    container_meta_type: Optional[ContainerMetadata] = None
+    container_meta_type: ContainerMetadata | None = None
     values: list[EValue] = field(default_factory=list)
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
@@ -302,7 +289,7 @@ class ExecutionPlan:
     operators: list[Operator] = field(default_factory=list)
     delegates: list[BackendDelegate] = field(default_factory=list)
     non_const_buffer_sizes: list[int] = field(default_factory=list)
-    non_const_buffer_device: Optional[list[NonConstBufferDevice]] = None
+    non_const_buffer_device: list[NonConstBufferDevice] | None = None
 
 
 @dataclass
@@ -344,6 +331,6 @@ class Program:
     constant_buffer: list[Buffer] = field(default_factory=list)
     backend_delegate_data: list[BackendDelegateInlineData] = field(default_factory=list)
     segments: list[DataSegment] = field(default_factory=list)
-    constant_segment: Optional[SubsegmentOffsets] = None
-    mutable_data_segments: Optional[list[SubsegmentOffsets]] = None
-    named_data: Optional[list[NamedData]] = None
+    constant_segment: SubsegmentOffsets | None = None
+    mutable_data_segments: list[SubsegmentOffsets] | None = None
+    named_data: list[NamedData] | None = None

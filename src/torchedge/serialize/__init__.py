@@ -4,11 +4,4 @@ from torchedge.serialize.extended_header import ExtendedHeader
 from torchedge.serialize.pte_reader import PteContents, PteFile, deserialize_pte, is_pte
 from torchedge.serialize.pte_writer import serialize_pte
 
-__all__ = [
-    "serialize_pte",
-    "deserialize_pte",
-    "is_pte",
-    "PteFile",
-    "PteContents",
-    "ExtendedHeader",
-]
+__all__ = ["serialize_pte", "deserialize_pte", "is_pte", "PteFile", "PteContents", "ExtendedHeader"]

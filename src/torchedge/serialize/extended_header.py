@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Optional
 
 from torchedge.errors import InvalidProgramError
 
-__all__ = [
-    "ExtendedHeader",
-    "HEADER_OFFSET",
-    "HEADER_LENGTH",
-    "MAGIC",
-    "parse_header",
-    "insert_header",
-]
+__all__ = ["ExtendedHeader", "HEADER_OFFSET", "HEADER_LENGTH", "MAGIC", "parse_header", "insert_header"]
 
 HEADER_OFFSET = 8
 MAGIC = b"eh00"
@@ -38,7 +30,7 @@ class ExtendedHeader:
     length: int = HEADER_LENGTH
 
 
-def parse_header(data: memoryview) -> Optional[ExtendedHeader]:
+def parse_header(data: memoryview) -> ExtendedHeader | None:
     """Reads and checks the header of a `.pte`; None when there is none.
 
     A header claiming more bytes than `data` holds raises InvalidProgramError.
@@ -53,16 +45,11 @@ def parse_header(data: memoryview) -> Optional[ExtendedHeader]:
         )
     _, length, program_size, base = _FIELDS.unpack_from(data, HEADER_OFFSET)
     if length < _MIN_LENGTH:
-        raise InvalidProgramError(
-            f"extended header length is {length}; expected at least {_MIN_LENGTH}"
-        )
+        raise InvalidProgramError(f"extended header length is {length}; expected at least {_MIN_LENGTH}")
     segment_data_size = 0
     if length >= HEADER_LENGTH:
         if size < HEADER_OFFSET + HEADER_LENGTH:
-            raise InvalidProgramError(
-                f"extended header of length {length} is truncated: the file has "
-                f"{size} bytes"
-            )
+            raise InvalidProgramError(f"extended header of length {length} is truncated: the file has {size} bytes")
         segment_data_size = _SEGMENT_DATA_SIZE.unpack_from(data, HEADER_OFFSET + 24)[0]
     header = ExtendedHeader(program_size, base, segment_data_size, length)
     _check_sizes(header, size)

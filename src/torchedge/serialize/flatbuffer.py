@@ -17,27 +17,17 @@ Problems are reported as `InvalidProgramError` naming the field path, e.g.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
 from dataclasses import MISSING
 from dataclasses import fields as dataclass_fields
+from typing import Any
 
 import flatbuffers
 from flatbuffers import number_types
 
 from torchedge.errors import InvalidProgramError
 
-__all__ = [
-    "Scalar",
-    "String",
-    "Bytes",
-    "ScalarVector",
-    "TableRef",
-    "TableVector",
-    "Union",
-    "Table",
-    "encode",
-    "decode",
-]
+__all__ = ["Scalar", "String", "Bytes", "ScalarVector", "TableRef", "TableVector", "Union", "Table", "encode", "decode"]
 
 # struct format -> builder flags, for the scalar types program.fbs uses.
 _FLAGS = {
@@ -84,8 +74,7 @@ class _Reader:
     def need(self, pos: int, nbytes: int, what: str) -> None:
         if pos < 0 or pos + nbytes > self.size:
             raise _FieldError(
-                f"{what} at offset {pos} needs {nbytes} bytes, but the flatbuffer "
-                f"is {self.size} bytes long"
+                f"{what} at offset {pos} needs {nbytes} bytes, but the flatbuffer is {self.size} bytes long"
             )
 
     def charge(self, nbytes: int) -> None:
@@ -101,10 +90,7 @@ class _Reader:
         self.need(pos, 4, f"offset to {what}")
         target = pos + _U32.unpack_from(self.buf, pos)[0]
         if target >= self.size:
-            raise _FieldError(
-                f"offset at {pos} points to {target}, past the end of the "
-                f"{self.size}-byte flatbuffer"
-            )
+            raise _FieldError(f"offset at {pos} points to {target}, past the end of the {self.size}-byte flatbuffer")
         return target
 
     def vector(self, pos: int, elem_size: int, what: str) -> tuple[int, int]:
@@ -127,8 +113,7 @@ class _Reader:
         vtable_size = _U16.unpack_from(self.buf, vtable)[0]
         if vtable_size < 4 or vtable_size % 2:
             raise _FieldError(
-                f"vtable of {table.name} at offset {vtable} has size {vtable_size}; "
-                "expected an even number >= 4"
+                f"vtable of {table.name} at offset {vtable} has size {vtable_size}; expected an even number >= 4"
             )
         self.need(vtable, vtable_size, f"vtable of {table.name}")
         self.charge(4)
@@ -384,9 +369,7 @@ class Union(_Field):
         if tag == 0:
             return _ABSENT
         if tag > len(self.members):
-            raise _FieldError(
-                f"union tag {tag} at offset {tag_pos} is not one of 0..{len(self.members)}"
-            )
+            raise _FieldError(f"union tag {tag} at offset {tag_pos} is not one of 0..{len(self.members)}")
         member = self.members[tag - 1]
         pos = view.ref_pos(self.slot + 1, member.name)
         if not pos:
@@ -451,9 +434,7 @@ def _step(f: _Field, method, builder, value, *rest):
 
 
 def _located(error: _FieldError, root: Table) -> InvalidProgramError:
-    path = root.name + "".join(
-        part if part.startswith("[") else "." + part for part in reversed(error.path)
-    )
+    path = root.name + "".join(part if part.startswith("[") else "." + part for part in reversed(error.path))
     return InvalidProgramError(f"{path}: {error.message}")
 
 

@@ -9,16 +9,7 @@ from __future__ import annotations
 
 from torchedge.schema import program as s
 from torchedge.schema.scalar_type import ScalarType
-from torchedge.serialize.flatbuffer import (
-    Bytes,
-    Scalar,
-    ScalarVector,
-    String,
-    Table,
-    TableRef,
-    TableVector,
-    Union,
-)
+from torchedge.serialize.flatbuffer import Bytes, Scalar, ScalarVector, String, Table, TableRef, TableVector, Union
 
 __all__ = ["FILE_IDENTIFIER", "VECTOR_ALIGNMENT", "PROGRAM"]
 
@@ -32,16 +23,9 @@ def _items(cls: type, fmt: str) -> Table:
     return Table(cls, [ScalarVector("items", fmt)])
 
 
-_CONTAINER_METADATA = Table(
-    s.ContainerMetadata, [String("encoded_inp_str"), String("encoded_out_str")]
-)
+_CONTAINER_METADATA = Table(s.ContainerMetadata, [String("encoded_inp_str"), String("encoded_out_str")])
 _ALLOCATION_DETAILS = Table(
-    s.AllocationDetails,
-    [
-        Scalar("memory_id", "I"),
-        Scalar("memory_offset_low", "I"),
-        Scalar("memory_offset_high", "I"),
-    ],
+    s.AllocationDetails, [Scalar("memory_id", "I"), Scalar("memory_offset_low", "I"), Scalar("memory_offset_high", "I")]
 )
 _EXTRA_TENSOR_INFO = Table(
     s.ExtraTensorInfo,
@@ -104,22 +88,15 @@ _INSTRUCTION_ARGUMENTS = [
     _int_fields(s.FreeCall, "value_index"),
 ]
 _INSTRUCTION = Table(s.Instruction, [Union("instr_args", _INSTRUCTION_ARGUMENTS)])
-_FRAME = Table(
-    s.Frame, [String("filename"), Scalar("lineno", "i"), String("name"), String("context")]
-)
+_FRAME = Table(s.Frame, [String("filename"), Scalar("lineno", "i"), String("name"), String("context")])
 _FRAME_LIST = Table(s.FrameList, [TableVector("items", _FRAME)])
 _DATA_REFERENCE = Table(
-    s.BackendDelegateDataReference,
-    [Scalar("location", "b", enum=s.DataLocation), Scalar("index", "I")],
+    s.BackendDelegateDataReference, [Scalar("location", "b", enum=s.DataLocation), Scalar("index", "I")]
 )
 _COMPILE_SPEC = Table(s.CompileSpec, [String("key"), Bytes("value")])
 _BACKEND_DELEGATE = Table(
     s.BackendDelegate,
-    [
-        String("id"),
-        TableRef("processed", _DATA_REFERENCE),
-        TableVector("compile_specs", _COMPILE_SPEC),
-    ],
+    [String("id"), TableRef("processed", _DATA_REFERENCE), TableVector("compile_specs", _COMPILE_SPEC)],
 )
 _CHAIN = Table(
     s.Chain,
@@ -132,11 +109,7 @@ _CHAIN = Table(
 )
 _NON_CONST_BUFFER_DEVICE = Table(
     s.NonConstBufferDevice,
-    [
-        Scalar("buffer_idx", "i"),
-        Scalar("device_type", "b", enum=s.DeviceType),
-        Scalar("device_index", "b"),
-    ],
+    [Scalar("buffer_idx", "i"), Scalar("device_type", "b", enum=s.DeviceType), Scalar("device_index", "b")],
 )
 _EXECUTION_PLAN = Table(
     s.ExecutionPlan,
@@ -153,28 +126,17 @@ _EXECUTION_PLAN = Table(
         TableVector("non_const_buffer_device", _NON_CONST_BUFFER_DEVICE),
     ],
 )
-_SUBSEGMENT_OFFSETS = Table(
-    s.SubsegmentOffsets, [Scalar("segment_index", "I"), ScalarVector("offsets", "Q")]
-)
+_SUBSEGMENT_OFFSETS = Table(s.SubsegmentOffsets, [Scalar("segment_index", "I"), ScalarVector("offsets", "Q")])
 PROGRAM = Table(
     s.Program,
     [
         Scalar("version", "I"),
         TableVector("execution_plan", _EXECUTION_PLAN),
-        TableVector(
-            "constant_buffer", Table(s.Buffer, [Bytes("storage", VECTOR_ALIGNMENT)])
-        ),
-        TableVector(
-            "backend_delegate_data",
-            Table(s.BackendDelegateInlineData, [Bytes("data", VECTOR_ALIGNMENT)]),
-        ),
-        TableVector(
-            "segments", Table(s.DataSegment, [Scalar("offset", "Q"), Scalar("size", "Q")])
-        ),
+        TableVector("constant_buffer", Table(s.Buffer, [Bytes("storage", VECTOR_ALIGNMENT)])),
+        TableVector("backend_delegate_data", Table(s.BackendDelegateInlineData, [Bytes("data", VECTOR_ALIGNMENT)])),
+        TableVector("segments", Table(s.DataSegment, [Scalar("offset", "Q"), Scalar("size", "Q")])),
         TableRef("constant_segment", _SUBSEGMENT_OFFSETS),
         TableVector("mutable_data_segments", _SUBSEGMENT_OFFSETS),
-        TableVector(
-            "named_data", Table(s.NamedData, [String("key"), Scalar("segment_index", "I")])
-        ),
+        TableVector("named_data", Table(s.NamedData, [String("key"), Scalar("segment_index", "I")])),
     ],
 )

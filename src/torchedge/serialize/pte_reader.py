@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import struct
 from dataclasses import dataclass
-from typing import Optional
 
 from torchedge.errors import InvalidProgramError
 from torchedge.schema.program import (
@@ -50,8 +49,7 @@ def deserialize_pte(data) -> PteFile:
     view = memoryview(data).cast("B")
     if len(view) < _MIN_SIZE:
         raise InvalidProgramError(
-            f"not a .pte file: {len(view)} bytes, expected at least {_MIN_SIZE} "
-            "(root offset and file identifier)"
+            f"not a .pte file: {len(view)} bytes, expected at least {_MIN_SIZE} (root offset and file identifier)"
         )
     identifier = bytes(view[_IDENTIFIER_OFFSET:_MIN_SIZE])
     if identifier != FILE_IDENTIFIER:
@@ -83,7 +81,7 @@ class PteContents:
 
     program: Program
     named_data: dict[str, memoryview]
-    mutable_data: Optional[list[memoryview]]
+    mutable_data: list[memoryview] | None
 
 
 class PteFile:
@@ -96,7 +94,7 @@ class PteFile:
     a header).
     """
 
-    def __init__(self, program: Program, header: Optional[ExtendedHeader], data: memoryview):
+    def __init__(self, program: Program, header: ExtendedHeader | None, data: memoryview):
         self.program = program
         self.header = header
         self.segment_base_offset = header.segment_base_offset if header else 0
@@ -107,8 +105,7 @@ class PteFile:
         segments = self.program.segments
         if not 0 <= index < len(segments):
             raise InvalidProgramError(
-                f"segment index {index} is out of range: the program has "
-                f"{len(segments)} segments"
+                f"segment index {index} is out of range: the program has {len(segments)} segments"
             )
         segment = segments[index]
         if segment.size == 0:
@@ -145,12 +142,9 @@ class PteFile:
         segments = self.program.mutable_data_segments or []
         if not 0 <= segment_idx < len(segments):
             raise InvalidProgramError(
-                f"mutable data segment {segment_idx} is out of range: the program "
-                f"has {len(segments)}"
+                f"mutable data segment {segment_idx} is out of range: the program has {len(segments)}"
             )
-        return self._subsegment_data(
-            segments[segment_idx], buffer_idx, f"mutable_data_segments[{segment_idx}]"
-        )
+        return self._subsegment_data(segments[segment_idx], buffer_idx, f"mutable_data_segments[{segment_idx}]")
 
     def delegate_data(self, delegate: BackendDelegate) -> memoryview:
         """The processed blob of `delegate`, inline or in a segment."""
@@ -212,15 +206,11 @@ class PteFile:
 
     def _subsegment_data(self, sub: SubsegmentOffsets, index: int, what: str) -> memoryview:
         if not 0 <= index < len(sub.offsets):
-            raise InvalidProgramError(
-                f"{what} has {len(sub.offsets)} entries; index {index} is out of range"
-            )
+            raise InvalidProgramError(f"{what} has {len(sub.offsets)} entries; index {index} is out of range")
         data = self.segment_data(sub.segment_index)
         offset = sub.offsets[index]
         if offset > len(data):
-            raise InvalidProgramError(
-                f"{what}.offsets[{index}] is {offset}, beyond the {len(data)}-byte segment"
-            )
+            raise InvalidProgramError(f"{what}.offsets[{index}] is {offset}, beyond the {len(data)}-byte segment")
         return data[offset:]
 
     def _split(self, sub: SubsegmentOffsets) -> list[memoryview]:

@@ -9,7 +9,7 @@ there is segment data; padding; the segments.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
 
 from torchedge.errors import InvalidProgramError
 from torchedge.schema.program import (
@@ -23,12 +23,7 @@ from torchedge.schema.program import (
 from torchedge.serialize import flatbuffer
 from torchedge.serialize.extended_header import HEADER_LENGTH, ExtendedHeader, insert_header
 from torchedge.serialize.program_tables import FILE_IDENTIFIER, PROGRAM, VECTOR_ALIGNMENT
-from torchedge.serialize.segments import (
-    SegmentWriter,
-    align_up,
-    check_alignment,
-    pack_subsegments,
-)
+from torchedge.serialize.segments import SegmentWriter, align_up, check_alignment, pack_subsegments
 
 __all__ = ["serialize_pte"]
 
@@ -43,8 +38,8 @@ def serialize_pte(
     segment_alignment: int = 128,
     constant_tensor_alignment: int = 16,
     extract_delegate_segments: bool = True,
-    mutable_data: Optional[Sequence] = None,
-    named_data: Optional[Mapping[str, object]] = None,
+    mutable_data: Sequence | None = None,
+    named_data: Mapping[str, object] | None = None,
 ) -> bytes:
     """Encodes `program` as a `.pte`; `program` itself is not modified.
 
@@ -119,9 +114,7 @@ def _extract_delegate_segments(program: Program, writer: SegmentWriter) -> None:
             entry = inline[ref.index]
             blob = _byte_view(entry.data)
             if len(blob):
-                ref = BackendDelegateDataReference(
-                    DataLocation.SEGMENT, _add_deduplicated(writer, segment_of, blob)
-                )
+                ref = BackendDelegateDataReference(DataLocation.SEGMENT, _add_deduplicated(writer, segment_of, blob))
             else:
                 ref = BackendDelegateDataReference(DataLocation.INLINE, len(remaining))
                 remaining.append(entry)
@@ -129,9 +122,7 @@ def _extract_delegate_segments(program: Program, writer: SegmentWriter) -> None:
         plans.append(dataclasses.replace(plan, delegates=delegates))
     unused = sorted(set(range(len(inline))) - seen)
     if unused:
-        raise InvalidProgramError(
-            f"backend_delegate_data entries {unused} are not used by any delegate"
-        )
+        raise InvalidProgramError(f"backend_delegate_data entries {unused} are not used by any delegate")
     program.execution_plan = plans
     program.backend_delegate_data = remaining
 
@@ -147,11 +138,9 @@ def _add_deduplicated(writer: SegmentWriter, segment_of: dict, blob: memoryview)
 def _add_named_data(program: Program, writer: SegmentWriter, named_data: Mapping) -> None:
     if program.named_data:
         raise InvalidProgramError(
-            f"program.named_data must be empty (found {len(program.named_data)}) "
-            "when named_data blobs are given"
+            f"program.named_data must be empty (found {len(program.named_data)}) when named_data blobs are given"
         )
     segment_of: dict[bytes, int] = {}
     program.named_data = [
-        NamedData(key, _add_deduplicated(writer, segment_of, _byte_view(blob)))
-        for key, blob in named_data.items()
+        NamedData(key, _add_deduplicated(writer, segment_of, _byte_view(blob))) for key, blob in named_data.items()
     ]

@@ -84,8 +84,11 @@ class GraphBuilder:
         key = contents + (array.shape,)
         if key not in self._cache:
             same_bytes = self._cache.get(contents) if array.size > _RESHAPED_CONSTANT_SIZE else None
-            self._cache[key] = self._initializer(array, hint) if same_bytes is None else \
-                self.emit("Reshape", [same_bytes, self.int64s(array.shape)])
+            self._cache[key] = (
+                self._initializer(array, hint)
+                if same_bytes is None
+                else self.emit("Reshape", [same_bytes, self.int64s(array.shape)])
+            )
             self._cache.setdefault(contents, self._cache[key])
         return self._cache[key]
 

@@ -24,7 +24,14 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 # The ops_* modules register their translations on import.
 from torchedge.backends.onnxruntime import (  # noqa: F401  (translations register themselves)
-    ops_creation, ops_elementwise, ops_index, ops_nn, ops_quantized, ops_reduce, ops_shape)
+    ops_creation,
+    ops_elementwise,
+    ops_index,
+    ops_nn,
+    ops_quantized,
+    ops_reduce,
+    ops_shape,
+)
 from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder, value_info
 from torchedge.backends.onnxruntime.registry import NodeArgs, lowering_for
 from torchedge.errors import ExportError
@@ -38,8 +45,7 @@ _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TEN
 
 
 def _is_static_tensor(val) -> bool:
-    return (isinstance(val, torch.Tensor) and val.dtype in ONNX_DTYPES
-            and all(isinstance(s, int) for s in val.shape))
+    return isinstance(val, torch.Tensor) and val.dtype in ONNX_DTYPES and all(isinstance(s, int) for s in val.shape)
 
 
 def _tensor_values(node: torch.fx.Node) -> list:
@@ -55,8 +61,11 @@ def is_supported(node: torch.fx.Node) -> bool:
         return False
     if node.target is operator.getitem:
         source = node.args[0]
-        return (isinstance(source, torch.fx.Node) and isinstance(source.meta.get("val"), (list, tuple))
-                and is_supported(source))
+        return (
+            isinstance(source, torch.fx.Node)
+            and isinstance(source.meta.get("val"), (list, tuple))
+            and is_supported(source)
+        )
     lowering = lowering_for(node.target)
     if lowering is None or not all(_is_static_tensor(v) for v in _tensor_values(node)):
         return False
@@ -79,28 +88,38 @@ def _needed_nodes(graph: torch.fx.Graph, inputs: set, outputs: list, constants: 
         if node.op == "call_function":
             stack.extend(node.all_input_nodes)
         elif node.name not in constants:
-            raise ExportError(f"the partition reads {node.op} '{node.name}', which is neither one of its "
-                              "inputs nor a constant: pass it in `inputs` or `constants`")
+            raise ExportError(
+                f"the partition reads {node.op} '{node.name}', which is neither one of its "
+                "inputs nor a constant: pass it in `inputs` or `constants`"
+            )
     return [n for n in graph.nodes if n in needed]
 
 
 def _constant_array(name: str, value) -> np.ndarray:
     if not isinstance(value, torch.Tensor) or value.dtype not in ONNX_DTYPES:
-        raise ExportError(f"constant '{name}' must be a tensor of one of the dtypes "
-                          f"{sorted(map(str, ONNX_DTYPES))}, got {getattr(value, 'dtype', type(value).__name__)}")
+        raise ExportError(
+            f"constant '{name}' must be a tensor of one of the dtypes "
+            f"{sorted(map(str, ONNX_DTYPES))}, got {getattr(value, 'dtype', type(value).__name__)}"
+        )
     return value.detach().contiguous().numpy()
 
 
 def _io_value(node, role: str) -> torch.Tensor:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     if not isinstance(val, torch.Tensor) or not _is_static_tensor(val):
-        raise ExportError(f"{role} {node!r} of the lowered graph must be a tensor with a static shape "
-                          f"and an ONNX dtype, got {val!r}")
+        raise ExportError(
+            f"{role} {node!r} of the lowered graph must be a tensor with a static shape and an ONNX dtype, got {val!r}"
+        )
     return val
 
 
-def lower_graph(graph_module: torch.fx.GraphModule, inputs: list[torch.fx.Node], outputs: list[torch.fx.Node],
-                constants: dict[str, torch.Tensor], opset: int = 17) -> onnx.ModelProto:
+def lower_graph(
+    graph_module: torch.fx.GraphModule,
+    inputs: list[torch.fx.Node],
+    outputs: list[torch.fx.Node],
+    constants: dict[str, torch.Tensor],
+    opset: int = 17,
+) -> onnx.ModelProto:
     """Translate what computes ``outputs`` from ``inputs`` into an ONNX model.
 
     ``inputs`` become graph inputs ``input_0, ...`` and ``outputs`` graph outputs
@@ -119,8 +138,10 @@ def lower_graph(graph_module: torch.fx.GraphModule, inputs: list[torch.fx.Node],
         if node.op != "call_function":
             g.bind(node, g.constant(_constant_array(node.name, constants[node.name]), hint=node.name))
         elif not is_supported(node):
-            raise ExportError(f"the ONNX lowering cannot translate {_describe(node)}: the operator, "
-                              "its arguments or its dtypes are not supported")
+            raise ExportError(
+                f"the ONNX lowering cannot translate {_describe(node)}: the operator, "
+                "its arguments or its dtypes are not supported"
+            )
         elif node.target is operator.getitem:
             g.bind(node, g.value(node.args[0])[node.args[1]])
         else:
@@ -129,8 +150,9 @@ def lower_graph(graph_module: torch.fx.GraphModule, inputs: list[torch.fx.Node],
         g.output(g.value(node), info.name)
     graph = helper.make_graph(g.nodes, "torchedge", input_infos, output_infos, initializer=g.used_initializers())
     opsets = [helper.make_opsetid("", opset)]
-    return helper.make_model(graph, opset_imports=opsets, producer_name="torchedge",
-                             ir_version=helper.find_min_ir_version_for(opsets))
+    return helper.make_model(
+        graph, opset_imports=opsets, producer_name="torchedge", ir_version=helper.find_min_ir_version_for(opsets)
+    )
 
 
 def lower_exported_program(ep: ExportedProgram, opset: int = 17) -> onnx.ModelProto:
@@ -149,7 +171,9 @@ def lower_exported_program(ep: ExportedProgram, opset: int = 17) -> onnx.ModelPr
     outputs = []
     for spec, node in zip(signature.output_specs, returned):
         if spec.kind != OutputKind.USER_OUTPUT:
-            raise ExportError(f"cannot lower a program with a {spec.kind.name} output to ONNX "
-                              "(ONNX models do not mutate their inputs)")
+            raise ExportError(
+                f"cannot lower a program with a {spec.kind.name} output to ONNX "
+                "(ONNX models do not mutate their inputs)"
+            )
         outputs.append(node)
     return lower_graph(ep.graph_module, inputs, outputs, constants, opset)

@@ -36,22 +36,34 @@ _UNARY = {  # op -> (ONNX operator, dtypes of ONNX Runtime's CPU kernel)
 }
 
 _ARITHMETIC = {
-    aten.add.Tensor: "Add", aten.add.Scalar: "Add",
-    aten.sub.Tensor: "Sub", aten.sub.Scalar: "Sub",
-    aten.mul.Tensor: "Mul", aten.mul.Scalar: "Mul",
-    aten.div.Tensor: "Div", aten.div.Scalar: "Div",
-    aten.maximum.default: "Max", aten.minimum.default: "Min",
+    aten.add.Tensor: "Add",
+    aten.add.Scalar: "Add",
+    aten.sub.Tensor: "Sub",
+    aten.sub.Scalar: "Sub",
+    aten.mul.Tensor: "Mul",
+    aten.mul.Scalar: "Mul",
+    aten.div.Tensor: "Div",
+    aten.div.Scalar: "Div",
+    aten.maximum.default: "Max",
+    aten.minimum.default: "Min",
 }
 
 _COMPARISONS = {  # name -> (ONNX operator, negate its result)
-    "eq": ("Equal", False), "ne": ("Equal", True),
-    "lt": ("Less", False), "le": ("LessOrEqual", False),
-    "gt": ("Greater", False), "ge": ("GreaterOrEqual", False),
+    "eq": ("Equal", False),
+    "ne": ("Equal", True),
+    "lt": ("Less", False),
+    "le": ("LessOrEqual", False),
+    "gt": ("Greater", False),
+    "ge": ("GreaterOrEqual", False),
 }
 
 _LOGICAL = {
-    aten.logical_and.default: "And", aten.logical_or.default: "Or", aten.logical_xor.default: "Xor",
-    aten.bitwise_and.Tensor: "And", aten.bitwise_or.Tensor: "Or", aten.bitwise_xor.Tensor: "Xor",
+    aten.logical_and.default: "And",
+    aten.logical_or.default: "Or",
+    aten.logical_xor.default: "Xor",
+    aten.bitwise_and.Tensor: "And",
+    aten.bitwise_or.Tensor: "Or",
+    aten.bitwise_xor.Tensor: "Xor",
 }
 _BOOL = frozenset({torch.bool})
 
@@ -96,11 +108,16 @@ for _op, (_onnx_op, _dtypes) in _UNARY.items():
 for _op, _onnx_op in _ARITHMETIC.items():
     lowers(_op, dtypes=NUMERIC)(_binary(_onnx_op, "self", "other"))
 lowers(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar, dtypes=NUMERIC)(
-    _binary("Pow", "self", "exponent"))
+    _binary("Pow", "self", "exponent")
+)
 for _name, (_onnx_op, _negate) in _COMPARISONS.items():
     _packet = getattr(aten, _name)
-    lowers(_packet.Tensor, _packet.Scalar, dtypes=(NUMERIC | _BOOL) if _onnx_op == "Equal" else NUMERIC,
-           dtype_of=NodeArgs.promoted)(_comparison(_onnx_op, _negate))
+    lowers(
+        _packet.Tensor,
+        _packet.Scalar,
+        dtypes=(NUMERIC | _BOOL) if _onnx_op == "Equal" else NUMERIC,
+        dtype_of=NodeArgs.promoted,
+    )(_comparison(_onnx_op, _negate))
 for _op, _onnx_op in _LOGICAL.items():
     lowers(_op, dtypes=_BOOL)(_logical(_onnx_op))
 
@@ -135,8 +152,9 @@ def _not(g: GraphBuilder, a: NodeArgs) -> str:
 @lowers(aten.where.self, dtypes=NUMERIC | {torch.bool, torch.uint8})
 def _where(g: GraphBuilder, a: NodeArgs) -> str:
     dtype = a.out_dtype
-    return g.emit("Where", [g.tensor(a["condition"], torch.bool), g.tensor(a["self"], dtype),
-                            g.tensor(a["other"], dtype)])
+    return g.emit(
+        "Where", [g.tensor(a["condition"], torch.bool), g.tensor(a["self"], dtype), g.tensor(a["other"], dtype)]
+    )
 
 
 def _clip(g: GraphBuilder, a: NodeArgs, low, high) -> str:

@@ -26,8 +26,13 @@ def _gather(g: GraphBuilder, data, indices: str, axis: int) -> str:
 def _slice(g: GraphBuilder, a: NodeArgs) -> str:
     start = 0 if a["start"] is None else int(a["start"])
     end = _INT64_MAX if a["end"] is None else min(int(a["end"]), _INT64_MAX)
-    inputs = [g.tensor(a["self"]), g.int64s([start]), g.int64s([end]), g.int64s([int(a["dim"]) % a.rank()]),
-              g.int64s([int(a["step"])])]
+    inputs = [
+        g.tensor(a["self"]),
+        g.int64s([start]),
+        g.int64s([end]),
+        g.int64s([int(a["dim"]) % a.rank()]),
+        g.int64s([int(a["step"])]),
+    ]
     return g.emit("Slice", inputs)
 
 
@@ -68,8 +73,11 @@ def _index(g: GraphBuilder, a: NodeArgs) -> str:
         return _gather(g, a["self"], g.tensor(a["indices"][dims[0]]), dims[0])
     rank, sizes = a.rank(), a.val("self").shape
     rest = [d for d in range(rank) if d not in dims]
-    data = g.tensor(a["self"]) if dims + rest == list(range(rank)) else \
-        g.emit("Transpose", [g.tensor(a["self"])], perm=dims + rest)
+    data = (
+        g.tensor(a["self"])
+        if dims + rest == list(range(rank))
+        else g.emit("Transpose", [g.tensor(a["self"])], perm=dims + rest)
+    )
     tensors = [a["indices"][d] for d in dims]
     shape = list(torch.broadcast_shapes(*(t.meta["val"].shape for t in tensors)))
     stacked = [_nonnegative(g, g.tensor(t, torch.int64), int(sizes[d]), shape) for t, d in zip(tensors, dims)]
@@ -84,8 +92,10 @@ def _index(g: GraphBuilder, a: NodeArgs) -> str:
 def _nonnegative(g: GraphBuilder, index: str, size: int, shape: list[int]) -> str:
     """An int64 index tensor with ``size`` added to its negative entries, broadcast to
     ``shape`` plus a trailing unit dim (one column of GatherND's index tuples)."""
-    wrapped = g.emit("Where", [g.emit("Less", [index, g.scalar(0, torch.int64)]),
-                               g.emit("Add", [index, g.scalar(size, torch.int64)]), index])
+    wrapped = g.emit(
+        "Where",
+        [g.emit("Less", [index, g.scalar(0, torch.int64)]), g.emit("Add", [index, g.scalar(size, torch.int64)]), index],
+    )
     return g.emit("Unsqueeze", [g.emit("Expand", [wrapped, g.int64s(shape)]), g.int64s([-1])])
 
 

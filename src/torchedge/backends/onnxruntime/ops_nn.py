@@ -36,8 +36,13 @@ def _convolution(g: GraphBuilder, a: NodeArgs) -> str:
     if a["bias"] is not None:
         inputs.append(g.tensor(a["bias"]))
     padding = _spatial(a["padding"], n)
-    attributes = dict(kernel_shape=list(a.val("weight").shape[2:]), strides=_spatial(a["stride"], n),
-                      pads=padding + padding, dilations=_spatial(a["dilation"], n), group=int(a["groups"]))
+    attributes = dict(
+        kernel_shape=list(a.val("weight").shape[2:]),
+        strides=_spatial(a["stride"], n),
+        pads=padding + padding,
+        dilations=_spatial(a["dilation"], n),
+        group=int(a["groups"]),
+    )
     if a["transposed"]:
         return g.emit("ConvTranspose", inputs, output_padding=_spatial(a["output_padding"], n), **attributes)
     return g.emit("Conv", inputs, **attributes)
@@ -51,23 +56,37 @@ def _matmul(g: GraphBuilder, a: NodeArgs) -> str:
 @lowers(aten.addmm.default, dtypes=FLOATS)
 def _addmm(g: GraphBuilder, a: NodeArgs) -> str:
     dtype = a.out_dtype
-    return g.emit("Gemm", [g.tensor(a["mat1"]), g.tensor(a["mat2"]), g.tensor(a["self"], dtype)],
-                  alpha=float(a["alpha"]), beta=float(a["beta"]))
+    return g.emit(
+        "Gemm",
+        [g.tensor(a["mat1"]), g.tensor(a["mat2"]), g.tensor(a["self"], dtype)],
+        alpha=float(a["alpha"]),
+        beta=float(a["beta"]),
+    )
 
 
-@lowers(aten._native_batch_norm_legit_no_training.default, dtypes=FLOATS,
-        check=lambda a: first_output_only(a) and a.rank("input") >= 2)
+@lowers(
+    aten._native_batch_norm_legit_no_training.default,
+    dtypes=FLOATS,
+    check=lambda a: first_output_only(a) and a.rank("input") >= 2,
+)
 def _batch_norm(g: GraphBuilder, a: NodeArgs) -> list[str]:
     dtype = a.out_dtype
     channels = a.val("input").shape[1]
-    inputs = [g.tensor(a["input"]), _or_filled(g, a["weight"], channels, 1.0, dtype),
-              _or_filled(g, a["bias"], channels, 0.0, dtype),
-              g.tensor(a["running_mean"], dtype), g.tensor(a["running_var"], dtype)]
+    inputs = [
+        g.tensor(a["input"]),
+        _or_filled(g, a["weight"], channels, 1.0, dtype),
+        _or_filled(g, a["bias"], channels, 0.0, dtype),
+        g.tensor(a["running_mean"], dtype),
+        g.tensor(a["running_var"], dtype),
+    ]
     return [g.emit("BatchNormalization", inputs, epsilon=float(a["eps"]))]
 
 
-@lowers(aten.native_layer_norm.default, dtypes=FLOATS,
-        check=lambda a: first_output_only(a) and len(a["normalized_shape"]) >= 1)
+@lowers(
+    aten.native_layer_norm.default,
+    dtypes=FLOATS,
+    check=lambda a: first_output_only(a) and len(a["normalized_shape"]) >= 1,
+)
 def _layer_norm(g: GraphBuilder, a: NodeArgs) -> list[str]:
     dtype = a.out_dtype
     shape = [int(s) for s in a["normalized_shape"]]
@@ -77,8 +96,11 @@ def _layer_norm(g: GraphBuilder, a: NodeArgs) -> list[str]:
     return [g.emit("LayerNormalization", inputs, axis=-len(shape), epsilon=float(a["eps"]))]
 
 
-@lowers(aten.native_group_norm.default, dtypes=FLOATS,
-        check=lambda a: first_output_only(a) and a.rank("input") >= 2 and a.val("input").numel() > 0)
+@lowers(
+    aten.native_group_norm.default,
+    dtypes=FLOATS,
+    check=lambda a: first_output_only(a) and a.rank("input") >= 2 and a.val("input").numel() > 0,
+)
 def _group_norm(g: GraphBuilder, a: NodeArgs) -> list[str]:
     """Mean and biased variance over each group of C/G channels (as ATen), then the per-channel
     affine transform."""
@@ -109,12 +131,15 @@ for _op, _onnx_op in ((aten._softmax.default, "Softmax"), (aten._log_softmax.def
 def _pool_attributes(a: NodeArgs) -> dict:
     kernel = _spatial(a["kernel_size"], 2)
     padding = _spatial(a["padding"], 2)
-    return dict(kernel_shape=kernel, strides=_spatial(a["stride"], 2) or kernel, pads=padding + padding,
-                ceil_mode=int(a["ceil_mode"]))
+    return dict(
+        kernel_shape=kernel,
+        strides=_spatial(a["stride"], 2) or kernel,
+        pads=padding + padding,
+        ceil_mode=int(a["ceil_mode"]),
+    )
 
 
-@lowers(aten.max_pool2d_with_indices.default, dtypes=FLOATS,
-        check=lambda a: first_output_only(a) and a.rank() == 4)
+@lowers(aten.max_pool2d_with_indices.default, dtypes=FLOATS, check=lambda a: first_output_only(a) and a.rank() == 4)
 def _max_pool2d(g: GraphBuilder, a: NodeArgs) -> list[str]:
     return [g.emit("MaxPool", [g.tensor(a["self"])], dilations=_spatial(a["dilation"], 2), **_pool_attributes(a))]
 
@@ -123,8 +148,7 @@ def _avg_pool_geometry(a: NodeArgs):
     """(kernel, stride, padding, input size, output size) of a 2-d average pool, per spatial dim."""
     kernel = _spatial(a["kernel_size"], 2)
     stride = _spatial(a["stride"], 2) or kernel
-    return (kernel, stride, _spatial(a["padding"], 2), [int(s) for s in a.val("self").shape[2:]],
-            a.out_shape[2:])
+    return (kernel, stride, _spatial(a["padding"], 2), [int(s) for s in a.val("self").shape[2:]], a.out_shape[2:])
 
 
 @lowers(aten.avg_pool2d.default, dtypes=FLOAT32, check=lambda a: a.rank() == 4 and a["divisor_override"] is None)
@@ -136,11 +160,18 @@ def _avg_pool2d(g: GraphBuilder, a: NodeArgs) -> str:
     ``count_include_pad``)."""
     kernel, stride, padding, size, out = _avg_pool_geometry(a)
     ends = [max(0, (o - 1) * s + k - n - p) for k, s, p, n, o in zip(kernel, stride, padding, size, out)]
-    mean = g.emit("AveragePool", [g.tensor(a["self"])], kernel_shape=kernel, strides=stride, pads=padding + ends,
-                  count_include_pad=0)
+    mean = g.emit(
+        "AveragePool",
+        [g.tensor(a["self"])],
+        kernel_shape=kernel,
+        strides=stride,
+        pads=padding + ends,
+        count_include_pad=0,
+    )
     counted = pool_divisors(tuple(size), tuple(kernel), tuple(stride), tuple(padding), tuple(out), False)
-    divisors = pool_divisors(tuple(size), tuple(kernel), tuple(stride), tuple(padding), tuple(out),
-                             bool(a["count_include_pad"]))
+    divisors = pool_divisors(
+        tuple(size), tuple(kernel), tuple(stride), tuple(padding), tuple(out), bool(a["count_include_pad"])
+    )
     if np.array_equal(counted, divisors):
         return mean
     return g.emit("Mul", [mean, g.constant((counted / divisors).astype(np.float32).reshape([1, 1] + out))])

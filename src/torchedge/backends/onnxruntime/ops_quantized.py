@@ -44,14 +44,22 @@ def _per_channel_parameters(g: GraphBuilder, a: NodeArgs, scales: str, zero_poin
 
 @lowers(qd.quantize_per_tensor.default, dtypes=INT8S, check=_whole_range)
 def _quantize_per_tensor(g: GraphBuilder, a: NodeArgs) -> str:
-    return g.emit("QuantizeLinear", [g.tensor(a["input"], torch.float32), g.scalar(a["scale"], torch.float32),
-                                     g.scalar(a["zero_point"], a["dtype"])])
+    return g.emit(
+        "QuantizeLinear",
+        [
+            g.tensor(a["input"], torch.float32),
+            g.scalar(a["scale"], torch.float32),
+            g.scalar(a["zero_point"], a["dtype"]),
+        ],
+    )
 
 
 @lowers(qd.dequantize_per_tensor.default, dtypes=INT8S, dtype_of=_input_dtype, check=_float32_out)
 def _dequantize_per_tensor(g: GraphBuilder, a: NodeArgs) -> str:
-    return g.emit("DequantizeLinear", [g.tensor(a["input"]), g.scalar(a["scale"], torch.float32),
-                                       g.scalar(a["zero_point"], a["dtype"])])
+    return g.emit(
+        "DequantizeLinear",
+        [g.tensor(a["input"]), g.scalar(a["scale"], torch.float32), g.scalar(a["zero_point"], a["dtype"])],
+    )
 
 
 @lowers(qd.quantize_per_channel.default, dtypes=INT8S, check=_whole_range)
@@ -64,4 +72,3 @@ def _quantize_per_channel(g: GraphBuilder, a: NodeArgs) -> str:
 def _dequantize_per_channel(g: GraphBuilder, a: NodeArgs) -> str:
     inputs = [g.tensor(a["input"]), *_per_channel_parameters(g, a, "scales", "zero_points")]
     return g.emit("DequantizeLinear", inputs, axis=a["axis"])
-

@@ -78,4 +78,4 @@ def _flip(g: GraphBuilder, a: NodeArgs) -> str:
     if not dims or a.rank() == 0:
         return x
     n = len(dims)
-    return g.emit("Slice", [x, g.int64s([-1] * n), g.int64s([-2**63] * n), g.int64s(dims), g.int64s([-1] * n)])
+    return g.emit("Slice", [x, g.int64s([-1] * n), g.int64s([-(2**63)] * n), g.int64s(dims), g.int64s([-1] * n)])

@@ -6,7 +6,6 @@ from torch.export import ExportedProgram
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
-from torchedge.exir.passes.mutable_state import mutations
 from torchedge.exir.backend import (
     BackendDetails,
     CompileSpec,
@@ -16,6 +15,7 @@ from torchedge.exir.backend import (
     PreprocessResult,
     tag_supported_partitions,
 )
+from torchedge.exir.passes.mutable_state import mutations
 
 __all__ = ["OnnxRuntimePartitioner", "OnnxRuntimeBackend"]
 
@@ -42,7 +42,10 @@ class OnnxRuntimePartitioner(Partitioner):
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         # State updates stay portable, where they write only the new rows into the buffer itself.
         updates = {m.value for m in mutations(exported_program.graph_signature)}
-        tags = tag_supported_partitions(exported_program.graph_module,
-                                        lambda node: node.name not in updates and is_supported(node),
-                                        self.delegation_spec, prefix="onnxruntime_")
+        tags = tag_supported_partitions(
+            exported_program.graph_module,
+            lambda node: node.name not in updates and is_supported(node),
+            self.delegation_spec,
+            prefix="onnxruntime_",
+        )
         return PartitionResult(exported_program, tags)

@@ -10,8 +10,8 @@ node's `NodeArgs`, and returns the ONNX value name of each output.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -19,10 +19,7 @@ from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder
 from torchedge.errors import InternalError
 from torchedge.exir.ir import bind_arguments
 
-__all__ = [
-    "NodeArgs", "Lowering", "lowers", "lowering_for", "first_output_only",
-    "FLOAT32", "FLOATS", "NUMERIC", "ANY",
-]
+__all__ = ["NodeArgs", "Lowering", "lowers", "lowering_for", "first_output_only", "FLOAT32", "FLOATS", "NUMERIC", "ANY"]
 
 FLOAT32 = frozenset({torch.float32})
 FLOATS = frozenset({torch.float32, torch.float64})
@@ -100,9 +97,12 @@ class Lowering:
 _LOWERINGS: dict[torch._ops.OpOverload, Lowering] = {}
 
 
-def lowers(*ops: torch._ops.OpOverload, dtypes: frozenset = ANY,
-           dtype_of: Callable[[NodeArgs], torch.dtype] = output_dtype,
-           check: Callable[[NodeArgs], bool] | None = None):
+def lowers(
+    *ops: torch._ops.OpOverload,
+    dtypes: frozenset = ANY,
+    dtype_of: Callable[[NodeArgs], torch.dtype] = output_dtype,
+    check: Callable[[NodeArgs], bool] | None = None,
+):
     """Register the decorated function as the translation of ``ops``."""
 
     def register(translate):

@@ -57,8 +57,12 @@ class OnnxRuntimeDelegate(BackendInterface):
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.intra_op_num_threads = session_threads(compile_specs)
         session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
-        return _Session(session, [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()],
-                        session.io_binding())
+        return _Session(
+            session,
+            [i.name for i in session.get_inputs()],
+            [o.name for o in session.get_outputs()],
+            session.io_binding(),
+        )
 
     def execute(self, handle: _Session, args) -> None:
         """Run on our arrays in place: ONNX Runtime reads the inputs and writes the planned outputs.
@@ -68,8 +72,9 @@ class OnnxRuntimeDelegate(BackendInterface):
         """
         n = len(handle.inputs)
         if len(args) != n + len(handle.outputs):
-            raise KernelError(f"{BACKEND_ID}: expected {n} inputs and {len(handle.outputs)} outputs, "
-                              f"got {len(args)} values")
+            raise KernelError(
+                f"{BACKEND_ID}: expected {n} inputs and {len(handle.outputs)} outputs, got {len(args)} values"
+            )
         bound = handle.bound_to
         if len(bound) == len(args) and all(map(is_, args, bound)):
             handle.run()

@@ -9,6 +9,14 @@ from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.ir import executorch_call_delegate
 
 __all__ = [
-    "BackendDetails", "PreprocessResult", "CompileSpec", "DelegationSpec", "Partitioner", "PartitionResult",
-    "LoweredBackendModule", "executorch_call_delegate", "tag_supported_partitions", "to_backend",
+    "BackendDetails",
+    "PreprocessResult",
+    "CompileSpec",
+    "DelegationSpec",
+    "Partitioner",
+    "PartitionResult",
+    "LoweredBackendModule",
+    "executorch_call_delegate",
+    "tag_supported_partitions",
+    "to_backend",
 ]

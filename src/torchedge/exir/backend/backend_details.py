@@ -42,5 +42,6 @@ def backend_by_id(backend_id: str) -> type[BackendDetails]:
         if sub.__name__ == backend_id:
             return sub
     known = ", ".join(sorted(s.__name__ for s in _subclasses(BackendDetails))) or "none"
-    raise ExportError(f"no BackendDetails subclass named '{backend_id}' (known backends: {known}); "
-                      "import the module that defines it")
+    raise ExportError(
+        f"no BackendDetails subclass named '{backend_id}' (known backends: {known}); import the module that defines it"
+    )

@@ -7,7 +7,7 @@ of the graph.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
@@ -26,11 +26,14 @@ class _Predicate(OperatorSupportBase):
         return node.op == "call_function" and self._is_supported(node)
 
 
-def tag_supported_partitions(graph_module: torch.fx.GraphModule, is_supported: Callable[[torch.fx.Node], bool],
-                             spec: DelegationSpec, prefix: str = "tag") -> dict[str, DelegationSpec]:
+def tag_supported_partitions(
+    graph_module: torch.fx.GraphModule,
+    is_supported: Callable[[torch.fx.Node], bool],
+    spec: DelegationSpec,
+    prefix: str = "tag",
+) -> dict[str, DelegationSpec]:
     """Tag each maximal acyclic group of supported nodes; returns tag -> spec."""
-    partitioner = CapabilityBasedPartitioner(graph_module, _Predicate(is_supported),
-                                             allows_single_node_partition=True)
+    partitioner = CapabilityBasedPartitioner(graph_module, _Predicate(is_supported), allows_single_node_partition=True)
     tags = {}
     for i, partition in enumerate(partitioner.propose_partitions()):
         tag = f"{prefix}{i}"

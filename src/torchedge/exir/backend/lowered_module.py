@@ -18,8 +18,13 @@ class LoweredBackendModule(torch.nn.Module):
     in eager mode and lets devtools map the delegate back to source.
     """
 
-    def __init__(self, backend_id: str, processed_bytes: bytes, compile_specs: list[CompileSpec],
-                 original_module: ExportedProgram):
+    def __init__(
+        self,
+        backend_id: str,
+        processed_bytes: bytes,
+        compile_specs: list[CompileSpec],
+        original_module: ExportedProgram,
+    ):
         super().__init__()
         self.backend_id = backend_id
         self.processed_bytes = processed_bytes

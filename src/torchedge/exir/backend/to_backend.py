@@ -14,7 +14,6 @@ import types
 
 import torch
 from torch._export.verifier import Verifier
-from torch.fx.passes.tools_common import legalize_graph
 from torch.export import ExportedProgram
 from torch.export.graph_signature import (
     ExportGraphSignature,
@@ -24,6 +23,7 @@ from torch.export.graph_signature import (
     OutputSpec,
     TensorArgument,
 )
+from torch.fx.passes.tools_common import legalize_graph
 
 from torchedge.errors import ExportError
 from torchedge.exir.backend.backend_details import backend_by_id
@@ -32,8 +32,8 @@ from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.backend.partitioner import TAG_KEY, Partitioner
 from torchedge.exir.ir import executorch_call_delegate
 from torchedge.exir.passes.constant_folding import drop_unused_constants
-from torchedge.exir.passes.mutable_state import mutable_buffers
 from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.exir.passes.mutable_state import mutable_buffers
 
 __all__ = ["to_backend", "lower_whole_program", "DelegatedProgramVerifier"]
 
@@ -50,8 +50,9 @@ class DelegatedProgramVerifier(Verifier):
         return (*super().allowed_getattr_types(), LoweredBackendModule)
 
 
-def lower_whole_program(backend_id: str, edge_program: ExportedProgram,
-                        compile_specs: list[CompileSpec]) -> LoweredBackendModule:
+def lower_whole_program(
+    backend_id: str, edge_program: ExportedProgram, compile_specs: list[CompileSpec]
+) -> LoweredBackendModule:
     """Preprocess a whole Edge program with one backend."""
     result = backend_by_id(backend_id).preprocess(edge_program, list(compile_specs))
     return LoweredBackendModule(backend_id, result.processed_bytes, compile_specs, edge_program)
@@ -73,8 +74,11 @@ def _constant_specs(ep: ExportedProgram) -> dict[str, InputSpec]:
     Buffers the program mutates are state, not constants: a delegate reads them at run time.
     """
     state = mutable_buffers(ep.graph_signature)
-    return {s.arg.name: s for s in ep.graph_signature.input_specs
-            if s.kind != InputKind.USER_INPUT and isinstance(s.arg, TensorArgument) and s.arg.name not in state}
+    return {
+        s.arg.name: s
+        for s in ep.graph_signature.input_specs
+        if s.kind != InputKind.USER_INPUT and isinstance(s.arg, TensorArgument) and s.arg.name not in state
+    }
 
 
 def _tag_getitems(graph: torch.fx.Graph) -> None:

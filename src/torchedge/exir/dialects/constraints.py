@@ -48,8 +48,14 @@ def _describe(spec: OpSpec, constraint: Mapping[str, str]) -> str:
     by_alias = defaultdict(list)
     for name, alias in constraint.items():
         by_alias[alias].append(name)
-    return "(" + "; ".join(f"{'='.join(names)} in [{', '.join(map(_name, spec.type_alias[alias]))}]"
-                           for alias, names in by_alias.items()) + ")"
+    return (
+        "("
+        + "; ".join(
+            f"{'='.join(names)} in [{', '.join(map(_name, spec.type_alias[alias]))}]"
+            for alias, names in by_alias.items()
+        )
+        + ")"
+    )
 
 
 def _list_dtype(name: str, value) -> torch.dtype | None:
@@ -60,8 +66,7 @@ def _list_dtype(name: str, value) -> torch.dtype | None:
     return found.pop() if found else None
 
 
-def check_node_dtypes(op, arg_dtypes: Mapping[str, torch.dtype | Sequence | None],
-                      ret_dtypes: Sequence) -> str | None:
+def check_node_dtypes(op, arg_dtypes: Mapping[str, torch.dtype | Sequence | None], ret_dtypes: Sequence) -> str | None:
     """None if the Edge spec admits these dtypes for ``op``, else a message saying why not.
 
     ``op`` is an `EdgeOpOverload` or an ATen ``OpOverload``; ``arg_dtypes`` maps tensor
@@ -140,6 +145,8 @@ def spec_from_combinations(func: str, names: Sequence[str], combos: Iterable[tup
     alias_of = {key: f"T{i}" for i, key in enumerate(alias_keys)}
     by_index = {i: d for d, (_, i) in _ORDER.items()}
     aliases = {alias_of[key]: tuple(by_index[i] for i in key[0]) for key in alias_keys}
-    constraints = sorted(({n: alias_of[k] for n, k in item.items()} for item in items),
-                         key=lambda c: [(n, int(a[1:])) for n, a in c.items()])
+    constraints = sorted(
+        ({n: alias_of[k] for n, k in item.items()} for item in items),
+        key=lambda c: [(n, int(a[1:])) for n, a in c.items()],
+    )
     return OpSpec(func, aliases, tuple(constraints))

@@ -44,11 +44,13 @@ class EdgeFunctionSchema:
         self.schema = schema
         self.spec = spec
         arg_names, ret_names = tensor_io_names(schema)
-        self.arguments = [EdgeArgument(a, spec.allowed_types(a.name)) if a.name in arg_names else a
-                          for a in schema.arguments]
+        self.arguments = [
+            EdgeArgument(a, spec.allowed_types(a.name)) if a.name in arg_names else a for a in schema.arguments
+        ]
         names = iter(ret_names)
-        self.returns = [EdgeArgument(r, spec.allowed_types(next(names))) if is_tensor_like(r.type) else r
-                        for r in schema.returns]
+        self.returns = [
+            EdgeArgument(r, spec.allowed_types(next(names))) if is_tensor_like(r.type) else r for r in schema.returns
+        ]
 
     def __getattr__(self, name: str):
         if name == "schema":
@@ -75,7 +77,7 @@ class EdgeOpOverload:
             raise AttributeError(name)
         return getattr(self._op, name)
 
-    def __deepcopy__(self, memo) -> "EdgeOpOverload":
+    def __deepcopy__(self, memo) -> EdgeOpOverload:
         return self  # one object per operator, as for ATen operators
 
     def __repr__(self) -> str:
@@ -101,8 +103,10 @@ class EdgeOpOverloadPacket:
         try:
             op = getattr(self._packet, overload)
         except AttributeError:
-            raise AttributeError(f"operator '{self._packet._qualified_op_name}' has no overload '{overload}'; "
-                                 f"it has {self._packet.overloads()}") from None
+            raise AttributeError(
+                f"operator '{self._packet._qualified_op_name}' has no overload '{overload}'; "
+                f"it has {self._packet.overloads()}"
+            ) from None
         return edge_op(op)
 
     def __repr__(self) -> str:
@@ -115,7 +119,7 @@ class _EdgeNamespace:
     def __init__(self, name: str):
         self._name = name
 
-    @functools.cache
+    @functools.cache  # noqa: B019  (namespaces live as long as the process)
     def __getattr__(self, op_name: str) -> EdgeOpOverloadPacket:
         if op_name.startswith("__") or op_name == "_name":
             raise AttributeError(op_name)
@@ -129,7 +133,7 @@ class _EdgeNamespace:
 class EdgeOps:
     """The root of the Edge operator namespaces: ``EdgeOps().aten.sigmoid.default``."""
 
-    @functools.cache
+    @functools.cache  # noqa: B019  (namespaces live as long as the process)
     def __getattr__(self, namespace: str) -> _EdgeNamespace:
         if namespace.startswith("__"):
             raise AttributeError(namespace)

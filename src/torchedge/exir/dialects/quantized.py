@@ -20,21 +20,21 @@ __all__ = ["OUT_VARIANTS", "out_variant_candidates", "is_dequantize"]
 # name.overload -> schema: ExecuTorch's quantized.yaml signatures.
 OUT_VARIANTS = {
     "quantize_per_tensor.out": "(Tensor input, float scale, int zero_point, int quant_min, int quant_max, "
-                               "ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    "ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
     "quantize_per_tensor.Tensor_out": "(Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max, "
-                                      "ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    "ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
     "dequantize_per_tensor.out": "(Tensor input, float scale, int zero_point, int quant_min, int quant_max, "
-                                 "ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
+    "ScalarType dtype, *, ScalarType? out_dtype=None, Tensor(a!) out) -> Tensor(a!)",
     "dequantize_per_tensor.Tensor_out": "(Tensor input, Tensor scale, Tensor zero_point, int quant_min, "
-                                        "int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, "
-                                        "Tensor(a!) out) -> Tensor(a!)",
+    "int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, "
+    "Tensor(a!) out) -> Tensor(a!)",
     "quantize_per_channel.out": "(Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min, "
-                                "int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
+    "int quant_max, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)",
     "dequantize_per_channel.out": "(Tensor input, Tensor scales, Tensor? zero_points, int axis, int quant_min, "
-                                  "int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, "
-                                  "Tensor(a!) out) -> Tensor(a!)",
+    "int quant_max, ScalarType dtype, *, ScalarType? out_dtype=None, "
+    "Tensor(a!) out) -> Tensor(a!)",
     "choose_qparams.Tensor_out": "(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype, *, "
-                                 "Tensor(a!) scale_out, Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))",
+    "Tensor(a!) scale_out, Tensor(b!) zero_point_out) -> (Tensor(a!), Tensor(b!))",
 }
 
 _DEQUANTIZE = {"dequantize_per_tensor", "dequantize_per_channel"}
@@ -84,5 +84,8 @@ def out_variant_candidates(op: torch._ops.OpOverload) -> list:
 
 def is_dequantize(op) -> bool:
     """A dequantize call: folding it into a float constant would undo the int8 weights' saving."""
-    return (isinstance(op, torch._ops.OpOverload) and op.namespace == "quantized_decomposed"
-            and op._schema.name.split("::")[-1] in _DEQUANTIZE)
+    return (
+        isinstance(op, torch._ops.OpOverload)
+        and op.namespace == "quantized_decomposed"
+        and op._schema.name.split("::")[-1] in _DEQUANTIZE
+    )

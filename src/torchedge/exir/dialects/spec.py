@@ -36,17 +36,36 @@ import yaml
 from torchedge.errors import ExportError
 from torchedge.exir.ir import op_name
 
-__all__ = ["DTYPE_NAMES", "SPEC_PATH", "OpSpec", "parse_spec", "load_spec", "edge_spec", "format_spec",
-           "is_tensor_like", "tensor_io_names", "op_spec"]
+__all__ = [
+    "DTYPE_NAMES",
+    "SPEC_PATH",
+    "OpSpec",
+    "parse_spec",
+    "load_spec",
+    "edge_spec",
+    "format_spec",
+    "is_tensor_like",
+    "tensor_io_names",
+    "op_spec",
+]
 
 SPEC_PATH = Path(__file__).with_name("edge.yaml")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml reads the spec six times faster
 
 # The dtypes the DSL names (ExecuTorch's regular, non-quantized tensor dtypes).
 DTYPE_NAMES = {
-    "Bool": torch.bool, "Byte": torch.uint8, "Char": torch.int8, "Short": torch.int16, "Int": torch.int32,
-    "Long": torch.int64, "Half": torch.float16, "BFloat16": torch.bfloat16, "Float": torch.float32,
-    "Double": torch.float64, "UInt16": torch.uint16, "ComplexFloat": torch.complex64,
+    "Bool": torch.bool,
+    "Byte": torch.uint8,
+    "Char": torch.int8,
+    "Short": torch.int16,
+    "Int": torch.int32,
+    "Long": torch.int64,
+    "Half": torch.float16,
+    "BFloat16": torch.bfloat16,
+    "Float": torch.float32,
+    "Double": torch.float64,
+    "UInt16": torch.uint16,
+    "ComplexFloat": torch.complex64,
     "ComplexDouble": torch.complex128,
 }
 _NAME_OF = {dtype: name for name, dtype in DTYPE_NAMES.items()}
@@ -76,8 +95,10 @@ def _entry(item: dict, where: str) -> OpSpec:
     func = item.get("func")
     if not func or item.get("inherits", func) != func:
         raise ExportError(f"{where}: an entry needs 'func' equal to 'inherits', got {func!r}, {item.get('inherits')!r}")
-    aliases = {alias: tuple(_dtype(n, f"{where} {func}") for n in names)
-               for alias, names in (item.get("type_alias") or {}).items()}
+    aliases = {
+        alias: tuple(_dtype(n, f"{where} {func}") for n in names)
+        for alias, names in (item.get("type_alias") or {}).items()
+    }
     constraints = tuple(dict(c) for c in item.get("type_constraint") or ())
     for constraint in constraints:
         undefined = set(constraint.values()) - set(aliases)
@@ -109,8 +130,12 @@ def format_spec(specs, header: str = "") -> str:
     """edge.yaml text for ``specs`` (an iterable of `OpSpec`), in their order; `parse_spec` reads it back."""
     lines = [f"# {line}".rstrip() for line in header.splitlines()]
     for spec in specs:
-        lines += [f"- func: {spec.func}", "  namespace: edge", f"  inherits: {spec.func}",
-                  "  type_alias:" + ("" if spec.type_alias else " {}")]
+        lines += [
+            f"- func: {spec.func}",
+            "  namespace: edge",
+            f"  inherits: {spec.func}",
+            "  type_alias:" + ("" if spec.type_alias else " {}"),
+        ]
         lines += [f"    {alias}: [{', '.join(map(_NAME_OF.get, dtypes))}]" for alias, dtypes in spec.type_alias.items()]
         lines.append("  type_constraint:" + ("" if spec.type_constraint else " []"))
         for constraint in spec.type_constraint:
@@ -148,5 +173,4 @@ def op_spec(op: torch._ops.OpOverload) -> OpSpec:
     args, rets = tensor_io_names(op._schema)
     every = tuple(DTYPE_NAMES.values())
     names = args + rets
-    return OpSpec(name, {f"T{i}": every for i in range(len(names))},
-                  ({n: f"T{i}" for i, n in enumerate(names)},))
+    return OpSpec(name, {f"T{i}": every for i in range(len(names))}, ({n: f"T{i}" for i, n in enumerate(names)},))

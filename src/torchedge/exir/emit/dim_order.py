@@ -14,10 +14,7 @@ __all__ = ["DIM_ORDERS", "dim_order_variant"]
 
 DIM_ORDERS = {torch.channels_last: (0, 2, 3, 1), torch.channels_last_3d: (0, 2, 3, 4, 1)}
 
-_VARIANTS = {
-    torch.ops.aten._to_copy.out: "_to_dim_order_copy",
-    torch.ops.aten.clone.out: "_clone_dim_order",
-}
+_VARIANTS = {torch.ops.aten._to_copy.out: "_to_dim_order_copy", torch.ops.aten.clone.out: "_clone_dim_order"}
 
 
 def _target_order(memory_format, rank: int) -> tuple[int, ...] | None:

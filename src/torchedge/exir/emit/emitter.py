@@ -13,8 +13,8 @@ import torch
 from torch.utils._pytree import treespec_dumps
 
 from torchedge.errors import ExportError
-from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
 from torchedge.exir.backend.lowered_module import LoweredBackendModule
+from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.emit.dim_order import dim_order_variant
@@ -24,17 +24,16 @@ from torchedge.exir.op_schema import is_inplace, out_argument_names
 from torchedge.exir.source import describe_node, frames
 from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
 from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
-from torchedge.schema.program import CompileSpec as SchemaCompileSpec
 from torchedge.schema.program import (
     AllocationDetails,
     BackendDelegate,
     BackendDelegateDataReference,
-    DataLocation,
-    DelegateCall,
     Bool,
     BoolList,
     Chain,
     ContainerMetadata,
+    DataLocation,
+    DelegateCall,
     Double,
     DoubleList,
     EValue,
@@ -53,9 +52,10 @@ from torchedge.schema.program import (
     Tensor,
     TensorDataLocation,
     TensorList,
+    TensorShapeDynamism,
 )
+from torchedge.schema.program import CompileSpec as SchemaCompileSpec
 from torchedge.schema.scalar_type import ScalarType
-from torchedge.schema.program import TensorShapeDynamism
 
 __all__ = ["Value", "MethodEmitter", "emit_constant_method"]
 
@@ -72,10 +72,18 @@ class Value:
 class MethodEmitter(torch.fx.Interpreter):
     """Build the `ExecutionPlan` of one method from its out-variant, planned graph."""
 
-    def __init__(self, name: str, graph_module: torch.fx.GraphModule, exported_program,
-                 constants: ConstantTable, non_const_buffer_sizes: list[int], emit_stacktrace: bool = False,
-                 delegate_data: DelegateTable | None = None, mutable_data: ConstantTable | None = None,
-                 emit_mutable_buffer_names: bool = False):
+    def __init__(
+        self,
+        name: str,
+        graph_module: torch.fx.GraphModule,
+        exported_program,
+        constants: ConstantTable,
+        non_const_buffer_sizes: list[int],
+        emit_stacktrace: bool = False,
+        delegate_data: DelegateTable | None = None,
+        mutable_data: ConstantTable | None = None,
+        emit_mutable_buffer_names: bool = False,
+    ):
         super().__init__(graph_module, garbage_collect_values=False)
         self.name = name
         self.exported_program = exported_program
@@ -111,8 +119,14 @@ class MethodEmitter(torch.fx.Interpreter):
             values=self.values,
             inputs=self.inputs,
             outputs=self.outputs,
-            chains=[Chain(inputs=[], outputs=[], instructions=self.instructions,
-                          stacktrace=self._stacktraces if self.emit_stacktrace else None)],
+            chains=[
+                Chain(
+                    inputs=[],
+                    outputs=[],
+                    instructions=self.instructions,
+                    stacktrace=self._stacktraces if self.emit_stacktrace else None,
+                )
+            ],
             operators=[Operator(name=n, overload=o) for (n, o) in self.operators],
             delegates=self.delegates,
             non_const_buffer_sizes=list(self.non_const_buffer_sizes),
@@ -175,12 +189,18 @@ class MethodEmitter(torch.fx.Interpreter):
     def _emit_delegate_call(self, lowered: LoweredBackendModule, inputs, outs) -> list[Value]:
         """A DelegateCall over the inputs then the planned outputs; the blob goes to the program table."""
         data_index = self.delegate_data.add(lowered.processed_bytes)
-        self.delegates.append(BackendDelegate(
-            id=lowered.backend_id,
-            processed=BackendDelegateDataReference(location=DataLocation.INLINE, index=data_index),
-            compile_specs=[SchemaCompileSpec(key=c.key, value=bytes(c.value)) for c in lowered.compile_specs]))
-        self._append(DelegateCall(delegate_index=len(self.delegates) - 1,
-                                  args=[v.index for v in inputs] + [o.index for o in outs]))
+        self.delegates.append(
+            BackendDelegate(
+                id=lowered.backend_id,
+                processed=BackendDelegateDataReference(location=DataLocation.INLINE, index=data_index),
+                compile_specs=[SchemaCompileSpec(key=c.key, value=bytes(c.value)) for c in lowered.compile_specs],
+            )
+        )
+        self._append(
+            DelegateCall(
+                delegate_index=len(self.delegates) - 1, args=[v.index for v in inputs] + [o.index for o in outs]
+            )
+        )
         return list(outs)
 
     # -- kernel calls ----------------------------------------------------------
@@ -216,8 +236,9 @@ class MethodEmitter(torch.fx.Interpreter):
             elif schema_arg.has_default_value():
                 value = schema_arg.default_value
             else:
-                raise ExportError(f"operator {schema.name}.{schema.overload_name} is missing argument "
-                                  f"'{schema_arg.name}'")
+                raise ExportError(
+                    f"operator {schema.name}.{schema.overload_name} is missing argument '{schema_arg.name}'"
+                )
             arg_indices.append(self._argument(value, schema_arg.type))
         return arg_indices
 
@@ -229,8 +250,7 @@ class MethodEmitter(torch.fx.Interpreter):
         """Size arithmetic: a kernel that returns a scalar into a fresh Int/Double/Bool value."""
         if isinstance(target, torch._ops.OpOverload):
             bound = bind_arguments(target, args, kwargs)
-            arg_indices = [self._argument(bound.get(a.name, a.default_value), a.type)
-                           for a in target._schema.arguments]
+            arg_indices = [self._argument(bound.get(a.name, a.default_value), a.type) for a in target._schema.arguments]
         else:
             arg_indices = [self._argument(a, None) for a in args]
         ret = self._add_literal(_scalar_placeholder(self.node.meta.get("val")))
@@ -262,8 +282,14 @@ class MethodEmitter(torch.fx.Interpreter):
         self.instructions.append(Instruction(instr_args=call))
         self.debug_handles.append(self.node.meta.get("debug_handle"))
         if self.emit_stacktrace:
-            self._stacktraces.append(FrameList(items=[
-                Frame(filename=f, lineno=line, name=name, context=context) for f, line, name, context in frames(self.node)]))
+            self._stacktraces.append(
+                FrameList(
+                    items=[
+                        Frame(filename=f, lineno=line, name=name, context=context)
+                        for f, line, name, context in frames(self.node)
+                    ]
+                )
+            )
 
     def _argument(self, value, arg_type) -> int:
         """Value index for one argument of declared type ``arg_type``."""
@@ -288,8 +314,7 @@ class MethodEmitter(torch.fx.Interpreter):
             return self._add(EValue(val=IntList(items=boxed)))
         if any(isinstance(v, Value) for v in items) or elem in ("Tensor", "Optional[Tensor]"):
             if elem == "Optional[Tensor]":
-                return self._add(EValue(val=OptionalTensorList(
-                    items=[-1 if v is None else v.index for v in items])))
+                return self._add(EValue(val=OptionalTensorList(items=[-1 if v is None else v.index for v in items])))
             return self._add(EValue(val=TensorList(items=[v.index for v in items])))
         if elem == "float" or (elem is None and any(isinstance(v, float) for v in items)):
             return self._add(EValue(val=DoubleList(items=[float(v) for v in items])))
@@ -312,9 +337,11 @@ class MethodEmitter(torch.fx.Interpreter):
         if index is None:
             allocation = None
             if spec.mem_id is not None:
-                allocation = AllocationDetails(memory_id=spec.mem_id,
-                                               memory_offset_low=spec.mem_offset & 0xFFFFFFFF,
-                                               memory_offset_high=spec.mem_offset >> 32)
+                allocation = AllocationDetails(
+                    memory_id=spec.mem_id,
+                    memory_offset_low=spec.mem_offset & 0xFFFFFFFF,
+                    memory_offset_high=spec.mem_offset >> 32,
+                )
             tensor = _tensor_schema(scalar_type(spec.dtype), spec.shape, spec.dim_order)
             tensor.allocation_info = allocation
             if spec.dynamic:
@@ -330,8 +357,9 @@ class MethodEmitter(torch.fx.Interpreter):
         tensor = self.values[index].val
         tensor.data_buffer_idx = self.mutable_data.add(self._constant_of(placeholder_name))
         if self.emit_mutable_buffer_names:
-            tensor.extra_tensor_info = ExtraTensorInfo(fully_qualified_name=spec.state,
-                                                       location=TensorDataLocation.SEGMENT)
+            tensor.extra_tensor_info = ExtraTensorInfo(
+                fully_qualified_name=spec.state, location=TensorDataLocation.SEGMENT
+            )
         return index
 
     def _constant_tensor(self, data: bytes, spec: TensorSpec) -> int:
@@ -383,8 +411,9 @@ def emit_constant_method(name: str, value) -> ExecutionPlan:
     """A method with no instructions that returns ``value`` (ExecuTorch's "prim getter")."""
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     if not all(isinstance(item, (bool, int, float, str)) for item in items):
-        raise ExportError(f"constant method '{name}': unsupported value {value!r} "
-                          "(use int, float, bool, str or a list of them)")
+        raise ExportError(
+            f"constant method '{name}': unsupported value {value!r} (use int, float, bool, str or a list of them)"
+        )
     values = [literal_evalue(item) for item in items]
     return ExecutionPlan(
         name=name,

@@ -27,8 +27,24 @@ from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, p
 from torchedge.exir.memory_planning.shared_objects import executorch_greedy
 
 __all__ = [
-    "Algorithm", "Allocation", "MemoryPlan", "align_up", "lower_bound", "check_plan",
-    "naive", "executorch_greedy", "greedy_by_size", "greedy_by_size_then_length", "greedy_by_length",
-    "greedy_by_area", "greedy_by_breadth", "exact", "best_of", "ALGORITHMS", "DEFAULT_ALGORITHM",
-    "MemorySpec", "plan_hierarchy", "buffer_sizes",
+    "Algorithm",
+    "Allocation",
+    "MemoryPlan",
+    "align_up",
+    "lower_bound",
+    "check_plan",
+    "naive",
+    "executorch_greedy",
+    "greedy_by_size",
+    "greedy_by_size_then_length",
+    "greedy_by_length",
+    "greedy_by_area",
+    "greedy_by_breadth",
+    "exact",
+    "best_of",
+    "ALGORITHMS",
+    "DEFAULT_ALGORITHM",
+    "MemorySpec",
+    "plan_hierarchy",
+    "buffer_sizes",
 ]

@@ -40,15 +40,18 @@ def best_of(algorithms: list[Algorithm]) -> Algorithm:
     return best
 
 
-ALGORITHMS: dict[str, Algorithm] = {a.__name__: a for a in (
-    naive,
-    executorch_greedy,
-    greedy_by_size,
-    greedy_by_size_then_length,
-    greedy_by_length,
-    greedy_by_area,
-    greedy_by_breadth,
-    exact,
-)}
+ALGORITHMS: dict[str, Algorithm] = {
+    a.__name__: a
+    for a in (
+        naive,
+        executorch_greedy,
+        greedy_by_size,
+        greedy_by_size_then_length,
+        greedy_by_length,
+        greedy_by_area,
+        greedy_by_breadth,
+        exact,
+    )
+}
 
 DEFAULT_ALGORITHM = best_of([a for name, a in ALGORITHMS.items() if name != "naive"])

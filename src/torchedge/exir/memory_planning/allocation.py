@@ -9,8 +9,8 @@ alignment and every tensor occupies its size rounded up to the alignment.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = ["Allocation", "MemoryPlan", "Algorithm", "align_up", "live_sets", "lower_bound", "check_plan"]
 
@@ -23,7 +23,7 @@ class Allocation:
     start: int
     end: int
 
-    def overlaps(self, other: "Allocation") -> bool:
+    def overlaps(self, other: Allocation) -> bool:
         return self.start <= other.end and other.start <= self.end
 
 

@@ -37,8 +37,7 @@ class _Search:
     def __init__(self, allocations: list[Allocation], alignment: int):
         n = len(allocations)
         self.sizes = [align_up(a.size, alignment) for a in allocations]
-        self.conflicts = [[j for j in range(n) if j != i and allocations[j].overlaps(allocations[i])]
-                          for i in range(n)]
+        self.conflicts = [[j for j in range(n) if j != i and allocations[j].overlaps(allocations[i])] for i in range(n)]
         self.steps = live_sets(allocations)
         self.floor = lower_bound(allocations, alignment)
         self.offsets: list[int | None] = [None] * n
@@ -57,8 +56,10 @@ class _Search:
         stack: the last of them to start ends no lower than its start plus the
         sizes of all that start no lower.
         """
-        cover = [max([last] + [self.offsets[i] + self.sizes[i] for i in live if self.offsets[i] is not None])
-                 for live in self.steps]
+        cover = [
+            max([last] + [self.offsets[i] + self.sizes[i] for i in live if self.offsets[i] is not None])
+            for live in self.steps
+        ]
         base = [0] * len(self.offsets)
         for height, live in zip(cover, self.steps):
             for i in live:
@@ -66,8 +67,9 @@ class _Search:
         need = max(cover)
         for live in self.steps:
             stacked = 0
-            for start, size in sorted(((base[i], self.sizes[i]) for i in live if self.offsets[i] is None),
-                                      reverse=True):
+            for start, size in sorted(
+                ((base[i], self.sizes[i]) for i in live if self.offsets[i] is None), reverse=True
+            ):
                 stacked += size
                 need = max(need, start + stacked)
         return need

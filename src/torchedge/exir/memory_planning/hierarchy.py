@@ -45,23 +45,29 @@ def _run(algorithm: Algorithm, allocations: list[Allocation], alignment: int) ->
     plan = algorithm(allocations, alignment)
     problem = check_plan(allocations, plan, alignment)
     if problem:
-        raise MemoryPlanError(f"memory-planning algorithm {getattr(algorithm, '__name__', algorithm)} "
-                              f"returned an invalid plan: {problem}")
+        raise MemoryPlanError(
+            f"memory-planning algorithm {getattr(algorithm, '__name__', algorithm)} returned an invalid plan: {problem}"
+        )
     return plan
 
 
 def _busy(allocations: list[Allocation], offsets: dict[int, int], i: int, alignment: int) -> list[tuple[int, int]]:
-    return [(o, o + align_up(allocations[j].size, alignment)) for j, o in offsets.items()
-            if allocations[j].overlaps(allocations[i])]
+    return [
+        (o, o + align_up(allocations[j].size, alignment))
+        for j, o in offsets.items()
+        if allocations[j].overlaps(allocations[i])
+    ]
 
 
-def _fill(allocations: list[Allocation], candidates: list[int], capacity: int, alignment: int,
-          algorithm: Algorithm) -> dict[int, int]:
+def _fill(
+    allocations: list[Allocation], candidates: list[int], capacity: int, alignment: int, algorithm: Algorithm
+) -> dict[int, int]:
     """Offsets of the candidates that fit below ``capacity``, taken in order."""
     offsets: dict[int, int] = {}
     for i in candidates:
-        offset = best_fit(_busy(allocations, offsets, i, alignment), align_up(allocations[i].size, alignment),
-                          limit=capacity)
+        offset = best_fit(
+            _busy(allocations, offsets, i, alignment), align_up(allocations[i].size, alignment), limit=capacity
+        )
         if offset is not None:
             offsets[i] = offset
     chosen = sorted(offsets)
@@ -77,29 +83,44 @@ def _largest_gap(busy: list[tuple[int, int]], capacity: int) -> int:
     return gap
 
 
-def _unplaceable(allocations: list[Allocation], i: int, memories: list[MemorySpec],
-                 per_memory: dict[int, dict[int, int]], alignment: int, names: list[str] | None) -> MemoryPlanError:
+def _unplaceable(
+    allocations: list[Allocation],
+    i: int,
+    memories: list[MemorySpec],
+    per_memory: dict[int, dict[int, int]],
+    alignment: int,
+    names: list[str] | None,
+) -> MemoryPlanError:
     a = allocations[i]
     free = "; ".join(
         f"memory {m.mem_id} (capacity {m.capacity}) has at most "
         f"{_largest_gap(_busy(allocations, per_memory[m.mem_id], i, alignment), m.capacity)} contiguous bytes free"
-        for m in memories)
+        for m in memories
+    )
     name = names[i] if names else f"tensor {i}"
     return MemoryPlanError(
         f"cannot place {name} ({a.size} bytes, live at instructions {a.start}..{a.end}): {free} "
-        "while it is live; raise a capacity or add a memory with capacity None")
+        "while it is live; raise a capacity or add a memory with capacity None"
+    )
 
 
-def plan_hierarchy(allocations: list[Allocation], memories: list[MemorySpec], alignment: int = 16,
-                   algorithm: Algorithm = DEFAULT_ALGORITHM, names: list[str] | None = None) -> Placement:
+def plan_hierarchy(
+    allocations: list[Allocation],
+    memories: list[MemorySpec],
+    alignment: int = 16,
+    algorithm: Algorithm = DEFAULT_ALGORITHM,
+    names: list[str] | None = None,
+) -> Placement:
     """One ``(mem_id, offset)`` per allocation, never exceeding a memory's capacity.
 
     ``names`` label the allocations in the `MemoryPlanError` raised when some
     tensor fits in no memory.
     """
     _check(memories)
-    remaining = sorted(range(len(allocations)), key=lambda i: (
-        allocations[i].size * (allocations[i].end - allocations[i].start + 1), allocations[i].size, i))
+    remaining = sorted(
+        range(len(allocations)),
+        key=lambda i: (allocations[i].size * (allocations[i].end - allocations[i].start + 1), allocations[i].size, i),
+    )
     per_memory: dict[int, dict[int, int]] = {}
     for memory in memories:
         if memory.capacity is None:
@@ -118,8 +139,9 @@ def plan_hierarchy(allocations: list[Allocation], memories: list[MemorySpec], al
     return placement
 
 
-def buffer_sizes(allocations: list[Allocation], placement: Placement, memories: list[MemorySpec],
-                 alignment: int = 16) -> list[int]:
+def buffer_sizes(
+    allocations: list[Allocation], placement: Placement, memories: list[MemorySpec], alignment: int = 16
+) -> list[int]:
     """Arena size per memory id, indexed by id; index 0 (constants) is 0."""
     sizes = [0] * (max(m.mem_id for m in memories) + 1)
     for a, (mem_id, offset) in zip(allocations, placement):

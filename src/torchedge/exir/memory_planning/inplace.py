@@ -40,8 +40,7 @@ def _spec(node) -> TensorSpec | None:
     return spec if isinstance(spec, TensorSpec) else None
 
 
-def share_inplace(graph_module: torch.fx.GraphModule, excluded: set[int],
-                  safe_ops=INPLACE_SAFE_OPS) -> int:
+def share_inplace(graph_module: torch.fx.GraphModule, excluded: set[int], safe_ops=INPLACE_SAFE_OPS) -> int:
     """Make eligible outputs share their dying input's storage (``spec.base``); returns how many.
 
     ``excluded`` holds ids of specs that must keep storage of their own
@@ -64,9 +63,15 @@ def share_inplace(graph_module: torch.fx.GraphModule, excluded: set[int],
         if src is None or out is None or out.base is not None:
             continue
         owner = src.placement_owner()
-        if (owner.const or id(owner) in excluded or id(out) in excluded
-                or src.shape != out.shape or src.dtype != out.dtype or owner.nbytes != out.nbytes
-                or last_use.get(id(owner)) != position[node]):
+        if (
+            owner.const
+            or id(owner) in excluded
+            or id(out) in excluded
+            or src.shape != out.shape
+            or src.dtype != out.dtype
+            or owner.nbytes != out.nbytes
+            or last_use.get(id(owner)) != position[node]
+        ):
             continue
         out.base = owner
         last_use[id(owner)] = max(last_use[id(owner)], last_use.get(id(out), position[node]))

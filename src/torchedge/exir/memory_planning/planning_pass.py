@@ -17,9 +17,9 @@ from torchedge.exir.ir import is_delegate_call
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
 from torchedge.exir.memory_planning.allocation import Algorithm, Allocation, align_up, lower_bound
+from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
 from torchedge.exir.memory_planning.inplace import share_inplace
 from torchedge.exir.op_schema import is_inplace
-from torchedge.exir.memory_planning.hierarchy import MemorySpec, buffer_sizes, plan_hierarchy
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.source import describe_node
 from torchedge.exir.tensor_spec import TensorSpec
@@ -27,8 +27,9 @@ from torchedge.exir.tensor_spec import TensorSpec
 __all__ = ["MemoryPlanningPass", "assign_specs", "planned_specs"]
 
 
-def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str],
-                 state_names: dict[str, str] | None = None) -> None:
+def assign_specs(
+    graph_module: torch.fx.GraphModule, constant_names: set[str], state_names: dict[str, str] | None = None
+) -> None:
     """Attach ``meta["spec"]`` to every tensor-valued node.
 
     Out-variant calls share the spec object of the `alloc` node they write, so
@@ -55,9 +56,12 @@ def assign_specs(graph_module: torch.fx.GraphModule, constant_names: set[str],
         elif is_delegate_call(node):
             node.meta["spec"] = tuple(buffer.meta["spec"] for buffer in node.kwargs["out"])
         elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
-            outs = [buffer.meta["spec"] for a in node.target._schema.arguments
-                    if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
-                    for buffer in _as_list(node.kwargs[a.name])]
+            outs = [
+                buffer.meta["spec"]
+                for a in node.target._schema.arguments
+                if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write
+                for buffer in _as_list(node.kwargs[a.name])
+            ]
             if outs:
                 node.meta["spec"] = outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -87,8 +91,12 @@ def _unplanned_graph_io(graph_module: torch.fx.GraphModule, inputs: bool, output
         if not inputs and node.op == "placeholder":
             skip.update(id(s.placement_owner()) for s in _node_specs(node) if not s.const and not s.state)
         if not outputs and node.op == "output":  # outputs that are views stay planned with their base
-            torch.fx.node.map_arg(node.args, lambda n: skip.update(
-                id(_static_output(n, s)) for s in _node_specs(n) if s.base is None and not s.const))
+            torch.fx.node.map_arg(
+                node.args,
+                lambda n: skip.update(
+                    id(_static_output(n, s)) for s in _node_specs(n) if s.base is None and not s.const
+                ),
+            )
     return skip
 
 
@@ -98,8 +106,10 @@ def _state_specs(graph_module: torch.fx.GraphModule) -> set[int]:
 
 def _static_output(node: torch.fx.Node, spec: TensorSpec) -> TensorSpec:
     if spec.dynamic:  # the kernel resizes it within planned memory: a caller's buffer cannot follow
-        raise ExportError(f"output {describe_node(node)} has a dynamic shape, so it needs planned memory: "
-                          "compile with alloc_graph_output=True")
+        raise ExportError(
+            f"output {describe_node(node)} has a dynamic shape, so it needs planned memory: "
+            "compile with alloc_graph_output=True"
+        )
     return spec
 
 
@@ -150,9 +160,16 @@ class MemoryPlanningPass(PassBase):
     of one program see one KV cache.
     """
 
-    def __init__(self, algorithm: Algorithm = DEFAULT_ALGORITHM, alignment: int = 16,
-                 memories: list[MemorySpec] | None = None, alloc_graph_input: bool = True,
-                 alloc_graph_output: bool = True, inplace: bool = True, share_mutable_buffers: bool = False):
+    def __init__(
+        self,
+        algorithm: Algorithm = DEFAULT_ALGORITHM,
+        alignment: int = 16,
+        memories: list[MemorySpec] | None = None,
+        alloc_graph_input: bool = True,
+        alloc_graph_output: bool = True,
+        inplace: bool = True,
+        share_mutable_buffers: bool = False,
+    ):
         super().__init__()
         self.share_mutable_buffers = share_mutable_buffers
         self.inplace = inplace
@@ -169,15 +186,21 @@ class MemoryPlanningPass(PassBase):
             share_inplace(graph_module, skip | _state_specs(graph_module))
         named = planned_specs(graph_module, skip | _state_specs(graph_module) if self.share_mutable_buffers else skip)
         allocations = [Allocation(s.nbytes, s.lifetime[0], s.lifetime[1]) for _, s in named]
-        placement = plan_hierarchy(allocations, self.memories, self.alignment, self.algorithm,
-                                   names=[f"the output of node '{name}'" for name, _ in named])
+        placement = plan_hierarchy(
+            allocations,
+            self.memories,
+            self.alignment,
+            self.algorithm,
+            names=[f"the output of node '{name}'" for name, _ in named],
+        )
         self.lower_bound = lower_bound(allocations, self.alignment)
         for (_, spec), (mem_id, offset) in zip(named, placement):
             spec.mem_id = mem_id
             spec.mem_offset = offset
         _place_views(graph_module)
-        graph_module.meta["non_const_buffer_sizes"] = buffer_sizes(allocations, placement, self.memories,
-                                                                   self.alignment)
+        graph_module.meta["non_const_buffer_sizes"] = buffer_sizes(
+            allocations, placement, self.memories, self.alignment
+        )
         return PassResult(graph_module, True)
 
     def place_shared_state(self, graph_modules: list[torch.fx.GraphModule]) -> None:
@@ -187,16 +210,20 @@ class MemoryPlanningPass(PassBase):
         for graph_module in graph_modules:
             sizes = graph_module.meta["non_const_buffer_sizes"]
             if len(sizes) != 2:
-                raise ExportError("share_mutable_buffers needs the default single memory (id 1) for "
-                                  f"activations; the plan has {len(sizes) - 1} memories")
+                raise ExportError(
+                    "share_mutable_buffers needs the default single memory (id 1) for "
+                    f"activations; the plan has {len(sizes) - 1} memories"
+                )
             for spec in {id(s): s for n in graph_module.graph.nodes for s in _node_specs(n) if s.state}.values():
                 first = placed.setdefault(spec.state, spec)
                 if first is spec:
                     spec.mem_id, spec.mem_offset = 2, align_up(size, self.alignment)
                     size = spec.mem_offset + spec.nbytes
                 elif (first.shape, first.dtype) != (spec.shape, spec.dtype):
-                    raise ExportError(f"mutable buffer '{spec.state}' is {first.dtype}{list(first.shape)} in one "
-                                      f"method and {spec.dtype}{list(spec.shape)} in another: it cannot be shared")
+                    raise ExportError(
+                        f"mutable buffer '{spec.state}' is {first.dtype}{list(first.shape)} in one "
+                        f"method and {spec.dtype}{list(spec.shape)} in another: it cannot be shared"
+                    )
                 else:
                     spec.mem_id, spec.mem_offset = 2, first.mem_offset
             _place_views(graph_module)

@@ -7,5 +7,13 @@ from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.passes.share_views import ShareViewsPass
 from torchedge.exir.passes.view_to_copy import ViewToCopyPass
 
-__all__ = ["PassBase", "PassResult", "run_passes", "OutVariantPass", "RemoveAssertsPass", "ScalarToTensorPass", "ShareViewsPass",
-           "ViewToCopyPass"]
+__all__ = [
+    "PassBase",
+    "PassResult",
+    "run_passes",
+    "OutVariantPass",
+    "RemoveAssertsPass",
+    "ScalarToTensorPass",
+    "ShareViewsPass",
+    "ViewToCopyPass",
+]

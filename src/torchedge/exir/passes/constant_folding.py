@@ -113,10 +113,12 @@ def _foldable(node: torch.fx.Node) -> bool:
         return False
     if node.target is operator.getitem:
         return True
-    return (isinstance(node.target, torch._ops.OpOverload)
-            and torch.Tag.nondeterministic_seeded not in node.target.tags
-            and not node.target._schema.is_mutable
-            and not is_dequantize(node.target))  # int8 weights stay int8 in the .pte
+    return (
+        isinstance(node.target, torch._ops.OpOverload)
+        and torch.Tag.nondeterministic_seeded not in node.target.tags
+        and not node.target._schema.is_mutable
+        and not is_dequantize(node.target)
+    )  # int8 weights stay int8 in the .pte
 
 
 def _frozen(value):
@@ -164,7 +166,12 @@ def _transposed_weight(node: torch.fx.Node, known: dict) -> torch.fx.Node | None
     if node.target is not aten.permute_copy.default or node not in known:
         return None
     weight = node.args[0]
-    if not isinstance(weight, torch.fx.Node) or weight.op != "placeholder" or known.get(weight) is None or known[weight].dim() != 2:
+    if (
+        not isinstance(weight, torch.fx.Node)
+        or weight.op != "placeholder"
+        or known.get(weight) is None
+        or known[weight].dim() != 2
+    ):
         return None
     if [d % 2 for d in node.args[1]] != [1, 0] or all(u in known for u in node.users):
         return None
@@ -216,8 +223,14 @@ def fold_constants(ep: ExportedProgram) -> ExportedProgram:
     _gather_from_transposes(graph, known)
 
     # Boundary: folded tensors used by nodes that stay in the graph (or returned).
-    boundary = [n for n in graph.nodes if n.op == "call_function" and n in known
-                and isinstance(known[n], torch.Tensor) and any(u not in known for u in n.users)]
+    boundary = [
+        n
+        for n in graph.nodes
+        if n.op == "call_function"
+        and n in known
+        and isinstance(known[n], torch.Tensor)
+        and any(u not in known for u in n.users)
+    ]
     if not boundary:  # nothing to fold; still drop constants nothing uses (merged, or replaced by PT2E)
         unused = any(not n.users for n in constants)
         return drop_unused_constants(ep, gm) if unused or merged else ep
@@ -250,26 +263,38 @@ def drop_unused_constants(ep: ExportedProgram, gm: torch.fx.GraphModule, verifie
 def _output_specs(ep: ExportedProgram, gm: torch.fx.GraphModule) -> list:
     """Output specs renamed after the nodes the output now returns (passes may replace them)."""
     returned = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    return [dataclasses.replace(spec, arg=TensorArgument(node.name))
-            if isinstance(spec.arg, TensorArgument) and isinstance(node, torch.fx.Node) else spec
-            for spec, node in zip(ep.graph_signature.output_specs, returned)]
+    return [
+        dataclasses.replace(spec, arg=TensorArgument(node.name))
+        if isinstance(spec.arg, TensorArgument) and isinstance(node, torch.fx.Node)
+        else spec
+        for spec, node in zip(ep.graph_signature.output_specs, returned)
+    ]
 
 
 def _named_after(gm: torch.fx.GraphModule, specs: list[InputSpec]) -> list[InputSpec]:
     """Input specs renamed after their placeholders (in order): rebuilding a graph may rename a
     user input that shadows a Python builtin, such as ``input``."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    return [dataclasses.replace(spec, arg=TensorArgument(node.name))
-            if isinstance(spec.arg, TensorArgument) and spec.arg.name != node.name else spec
-            for spec, node in zip(specs, placeholders)] + specs[len(placeholders):]
+    return [
+        dataclasses.replace(spec, arg=TensorArgument(node.name))
+        if isinstance(spec.arg, TensorArgument) and spec.arg.name != node.name
+        else spec
+        for spec, node in zip(specs, placeholders)
+    ] + specs[len(placeholders) :]
 
 
-def _rebuilt(ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[InputSpec],
-             constants: dict, verifiers=None) -> ExportedProgram:
+def _rebuilt(
+    ep: ExportedProgram, gm: torch.fx.GraphModule, new_specs: list[InputSpec], constants: dict, verifiers=None
+) -> ExportedProgram:
     """The program with the new constants inserted before the user inputs and unused inputs dropped."""
-    live = {n.name for n in gm.graph.nodes if n.op == "placeholder" and n.users} | set(mutable_buffers(ep.graph_signature))
-    old = [s for s in ep.graph_signature.input_specs
-           if s.kind == InputKind.USER_INPUT or isinstance(s.arg, ConstantArgument) or s.arg.name in live]
+    live = {n.name for n in gm.graph.nodes if n.op == "placeholder" and n.users} | set(
+        mutable_buffers(ep.graph_signature)
+    )
+    old = [
+        s
+        for s in ep.graph_signature.input_specs
+        if s.kind == InputKind.USER_INPUT or isinstance(s.arg, ConstantArgument) or s.arg.name in live
+    ]
     for node in [n for n in gm.graph.nodes if n.op == "placeholder" and n.name not in live]:
         if any(s.arg.name == node.name for s in ep.graph_signature.input_specs if s.kind != InputKind.USER_INPUT):
             gm.graph.erase_node(node)

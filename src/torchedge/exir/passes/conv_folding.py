@@ -68,8 +68,11 @@ def _fold_batch_norm(graph: torch.fx.Graph, norm: torch.fx.Node, constant_names:
         column = call(aten.view_copy.default, scale, [-1] + [1] * (weight.meta["val"].dim() - 1))
         new_weight = call(aten.mul.Tensor, weight, column)
         shift = call(aten.mul.Tensor, mean, scale)  # the bias is (b - mean) * s + beta
-        new_bias = call(aten.neg.default, shift) if bias is None else call(aten.sub.Tensor, call(
-            aten.mul.Tensor, bias, scale), shift)
+        new_bias = (
+            call(aten.neg.default, shift)
+            if bias is None
+            else call(aten.sub.Tensor, call(aten.mul.Tensor, bias, scale), shift)
+        )
         if beta is not None:
             new_bias = call(aten.add.Tensor, new_bias, beta)
     conv.args = (conv.args[0], new_weight, new_bias, *conv.args[3:])
@@ -90,20 +93,32 @@ def _foldable_conv(conv, constant_names: set[str]) -> bool:
         return False
     _, weight, bias, _, _, _, transposed, *_ = conv.args
     dtype = conv.meta["val"].dtype
-    return (not transposed and not conv.kwargs and dtype in _FLOATS
-            and _is_constant(weight, constant_names, dtype)
-            and (bias is None or _is_constant(bias, constant_names, dtype)))
+    return (
+        not transposed
+        and not conv.kwargs
+        and dtype in _FLOATS
+        and _is_constant(weight, constant_names, dtype)
+        and (bias is None or _is_constant(bias, constant_names, dtype))
+    )
 
 
 def _is_constant(node, constant_names: set[str], dtype: torch.dtype) -> bool:
-    return (isinstance(node, torch.fx.Node) and node.op == "placeholder" and node.name in constant_names
-            and node.meta["val"].dtype == dtype)
+    return (
+        isinstance(node, torch.fx.Node)
+        and node.op == "placeholder"
+        and node.name in constant_names
+        and node.meta["val"].dtype == dtype
+    )
 
 
 def _fold_padding(conv: torch.fx.Node) -> bool:
     pad = conv.args[0]
-    if (conv.kwargs or conv.args[6] or not isinstance(pad, torch.fx.Node)
-            or pad.target is not aten.constant_pad_nd.default):
+    if (
+        conv.kwargs
+        or conv.args[6]
+        or not isinstance(pad, torch.fx.Node)
+        or pad.target is not aten.constant_pad_nd.default
+    ):
         return False
     pads = list(pad.args[1])
     value = pad.args[2] if len(pad.args) > 2 else pad.kwargs.get("value", 0)

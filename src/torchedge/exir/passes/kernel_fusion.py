@@ -46,8 +46,8 @@ _FLOATS = (torch.float32, torch.float64)
 _SCHEMAS = {
     "attention": "(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale)",
     "conv_bn_act": "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] padding_after, "
-                   "int[] dilation, int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor? bn_mean, "
-                   "Tensor? bn_var, float eps, str activation, float low, float high)",
+    "int[] dilation, int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor? bn_mean, "
+    "Tensor? bn_var, float eps, str activation, float low, float high)",
     "linear_act": "(Tensor input, Tensor weight, Tensor? bias, str activation)",
 }
 _LIBRARY = None
@@ -74,11 +74,36 @@ def _attention(query, key, value, mask, scale):
     return weights @ value
 
 
-def _conv_bn_act(input, weight, bias, stride, padding, padding_after, dilation, groups, bn_weight, bn_bias,
-                 bn_mean, bn_var, eps, activation, low, high):
+def _conv_bn_act(
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    padding_after,
+    dilation,
+    groups,
+    bn_weight,
+    bn_bias,
+    bn_mean,
+    bn_var,
+    eps,
+    activation,
+    low,
+    high,
+):
     pads = [p for before, after in zip(reversed(padding), reversed(padding_after)) for p in (before, after)]
-    y = torch.ops.aten.convolution(torch.nn.functional.pad(input, pads), weight, bias, stride,
-                                   [0] * len(stride), dilation, False, [0] * len(stride), groups)
+    y = torch.ops.aten.convolution(
+        torch.nn.functional.pad(input, pads),
+        weight,
+        bias,
+        stride,
+        [0] * len(stride),
+        dilation,
+        False,
+        [0] * len(stride),
+        groups,
+    )
     if bn_mean is not None:
         y = torch.ops.aten._native_batch_norm_legit_no_training(y, bn_weight, bn_bias, bn_mean, bn_var, 0.0, eps)[0]
     return _activate(y, activation, low, high)
@@ -204,9 +229,14 @@ def _fuse_attention(graph: torch.fx.Graph, where: torch.fx.Node, ops: dict) -> b
     if len(where.args) != 3:
         return False
     cond, zeros, probs = where.args
-    if not (_is(probs, _aten._softmax.default) and _is(zeros, _aten.full_like.default)
-            and zeros.args[0] is probs and zeros.args[1] == 0 and len(zeros.users) == 1
-            and set(probs.users) == {zeros, where}):
+    if not (
+        _is(probs, _aten._softmax.default)
+        and _is(zeros, _aten.full_like.default)
+        and zeros.args[0] is probs
+        and zeros.args[1] == 0
+        and len(zeros.users) == 1
+        and set(probs.users) == {zeros, where}
+    ):
         return False
     scores = probs.args[0]
     rank = len(_shape(scores))
@@ -217,15 +247,23 @@ def _fuse_attention(graph: torch.fx.Graph, where: torch.fx.Node, ops: dict) -> b
     if not (_is(cond, _aten.logical_not.default) and len(cond.users) == 1):
         return False
     anything = cond.args[0]
-    if not (_is(anything, _aten.any.dim) and len(anything.users) == 1 and anything.args[1] in (-1, rank - 1)
-            and (anything.args[2] if len(anything.args) > 2 else anything.kwargs.get("keepdim", False))):
+    if not (
+        _is(anything, _aten.any.dim)
+        and len(anything.users) == 1
+        and anything.args[1] in (-1, rank - 1)
+        and (anything.args[2] if len(anything.args) > 2 else anything.kwargs.get("keepdim", False))
+    ):
         return False
     finite = anything.args[0]
     if not (_is(finite, _aten.logical_not.default) and len(finite.users) == 1):
         return False
     infinite = finite.args[0]
-    if not (_is(infinite, _aten.eq.Scalar) and len(infinite.users) == 1 and infinite.args[0] is scores
-            and infinite.args[1] == -math.inf):
+    if not (
+        _is(infinite, _aten.eq.Scalar)
+        and len(infinite.users) == 1
+        and infinite.args[0] is scores
+        and infinite.args[1] == -math.inf
+    ):
         return False
     chain += [anything, finite, infinite]
     if set(scores.users) != {probs, infinite}:
@@ -299,8 +337,13 @@ def _fuse_conv(graph: torch.fx.Graph, conv: torch.fx.Node, ops: dict) -> bool:
     before, after = list(padding), list(padding)
     matched, last, fused_something = [conv], conv, False
     # zeros padded before the convolution
-    if _is(x, _aten.constant_pad_nd.default) and len(x.users) == 1 and len(x.args[1]) == 2 * spatial \
-            and (x.args[2] if len(x.args) > 2 else 0) == 0 and min(x.args[1]) >= 0:
+    if (
+        _is(x, _aten.constant_pad_nd.default)
+        and len(x.users) == 1
+        and len(x.args[1]) == 2 * spatial
+        and (x.args[2] if len(x.args) > 2 else 0) == 0
+        and min(x.args[1]) >= 0
+    ):
         pads = x.args[1]  # (before, after) pairs from the last dim
         for d in range(spatial):
             before[spatial - 1 - d] += pads[2 * d]
@@ -316,8 +359,9 @@ def _fuse_conv(graph: torch.fx.Graph, conv: torch.fx.Node, ops: dict) -> bool:
         getters = list(norm.users)
         if len(getters) == 1 and getters[0].target is operator.getitem and getters[0].args[1] == 0:
             _, gamma, beta, mean, var, _, eps = norm.args[:7]
-            same_dtype = all(t is None or (_float_tensor(t) and _val(t).dtype == _val(conv).dtype)
-                             for t in (gamma, beta, mean, var))
+            same_dtype = all(
+                t is None or (_float_tensor(t) and _val(t).dtype == _val(conv).dtype) for t in (gamma, beta, mean, var)
+            )
             if same_dtype and mean is not None and var is not None:
                 bn = [gamma, beta, mean, var]
                 matched += [norm, getters[0]]
@@ -336,8 +380,13 @@ def _fuse_conv(graph: torch.fx.Graph, conv: torch.fx.Node, ops: dict) -> bool:
         fused_something = True
     if not fused_something:
         return False
-    _replace(graph, last, ops["conv_bn_act"], (x, weight, bias, stride, before, after, dilation, groups, *bn,
-                                               float(eps), activation, low, high), matched)
+    _replace(
+        graph,
+        last,
+        ops["conv_bn_act"],
+        (x, weight, bias, stride, before, after, dilation, groups, *bn, float(eps), activation, low, high),
+        matched,
+    )
     return True
 
 
@@ -351,8 +400,13 @@ def _silu_input(mul: torch.fx.Node):
     if len(mul.args) != 2 or mul.kwargs:
         return None, None
     for x, gate in (mul.args, reversed(mul.args)):
-        if _is(gate, _aten.sigmoid.default) and gate.args[0] is x and len(gate.users) == 1 \
-                and isinstance(x, torch.fx.Node) and set(x.users) == {gate, mul}:
+        if (
+            _is(gate, _aten.sigmoid.default)
+            and gate.args[0] is x
+            and len(gate.users) == 1
+            and isinstance(x, torch.fx.Node)
+            and set(x.users) == {gate, mul}
+        ):
             return x, gate
     return None, None
 
@@ -366,8 +420,10 @@ def _fuse_linear(graph: torch.fx.Graph, act: torch.fx.Node, ops: dict) -> bool:
         activation, extra, users = "silu", [gate], 2
     else:
         activation, source, users = _LINEAR_ACTIVATIONS[act.target], act.args[0], 1
-        if act.target is _aten.gelu.default and (act.args[1:] or act.kwargs.get("approximate", "none")) not in \
-                ("none", ("none",)):
+        if act.target is _aten.gelu.default and (act.args[1:] or act.kwargs.get("approximate", "none")) not in (
+            "none",
+            ("none",),
+        ):
             return False
     view = None
     if _is(source, _aten.view_copy.default) and len(source.users) == users:
@@ -380,8 +436,11 @@ def _fuse_linear(graph: torch.fx.Graph, act: torch.fx.Node, ops: dict) -> bool:
         bias, (x, weight) = None, source.args
     else:
         return False
-    if len(source.users) != (1 if view is not None else users) or not _static(source) or \
-            not all(_float_tensor(t) for t in (source, x, weight)):
+    if (
+        len(source.users) != (1 if view is not None else users)
+        or not _static(source)
+        or not all(_float_tensor(t) for t in (source, x, weight))
+    ):
         return False
     if bias is not None and (not _float_tensor(bias) or len(_shape(bias)) != 1):
         return False

@@ -9,8 +9,9 @@ then exists twice in planned memory and is copied whole at every step.
 that is exact: the chain of operators from the buffer to its new value must
 each be able to write over their first argument (``index_put``, ``copy``, the
 scatters and same-shape elementwise operators, with the buffer as their ``out``),
-and nothing may read the buffer's old value after the chain starts writing. A KV-cache update then costs the new rows only. Anything else gets
-ExecuTorch's write-back ``copy_``. Buffer mutations stop being outputs; a
+and nothing may read the buffer's old value after the chain starts writing. A
+KV-cache update then costs the new rows only. Anything else gets ExecuTorch's
+write-back ``copy_``. Buffer mutations stop being outputs; a
 mutated user input stays an output (its new value), as in ExecuTorch.
 """
 
@@ -34,8 +35,9 @@ __all__ = ["Mutation", "mutations", "mutable_buffers", "check_mutations", "Mutab
 _aten = torch.ops.aten
 # Functional ops whose out variant is exact with ``out`` being ``self``: the portable kernels
 # then write only the new region; ExecuTorch's copy ``self`` onto itself first.
-_OVERWRITING = frozenset({_aten.index_put.default, _aten.copy.default, _aten.slice_scatter.default,
-                          _aten.select_scatter.default})
+_OVERWRITING = frozenset(
+    {_aten.index_put.default, _aten.copy.default, _aten.slice_scatter.default, _aten.select_scatter.default}
+)
 # Node meta key: the placeholder an out-variant node must write into instead of a new buffer.
 OUT_TO = "out_to"
 
@@ -88,9 +90,11 @@ def check_mutations(ep, traced=None) -> None:
         if not _same_tensor_type(value, target):
             what = f"buffer '{mutation.fqn}'" if mutation.is_buffer else f"input '{mutation.target}'"
             t, v = target.meta["val"], value.meta["val"]
-            raise ExportError(f"the program writes a {v.dtype} value of shape {list(v.shape)} into {what}, a "
-                              f"{t.dtype} tensor of shape {list(t.shape)} {_writer(traced, mutation) or describe_node(value)}: "
-                              "convert the value to the buffer's dtype and shape before the in-place write")
+            raise ExportError(
+                f"the program writes a {v.dtype} value of shape {list(v.shape)} into {what}, a "
+                f"{t.dtype} tensor of shape {list(t.shape)} {_writer(traced, mutation) or describe_node(value)}: "
+                "convert the value to the buffer's dtype and shape before the in-place write"
+            )
 
 
 def _writer(traced, mutation: Mutation) -> str | None:
@@ -98,16 +102,25 @@ def _writer(traced, mutation: Mutation) -> str | None:
     if traced is None:
         return None
     for node in traced.graph.nodes:
-        if (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
-                and node.target._schema.is_mutable and node.args and getattr(node.args[0], "name", None) == mutation.target):
+        if (
+            node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)
+            and node.target._schema.is_mutable
+            and node.args
+            and getattr(node.args[0], "name", None) == mutation.target
+        ):
             return describe_node(node)
     return None
 
 
 def _same_tensor_type(a: torch.fx.Node, b: torch.fx.Node) -> bool:
     va, vb = a.meta.get("val"), b.meta.get("val")
-    return (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)
-            and va.dtype == vb.dtype and tuple(va.shape) == tuple(vb.shape))
+    return (
+        isinstance(va, torch.Tensor)
+        and isinstance(vb, torch.Tensor)
+        and va.dtype == vb.dtype
+        and tuple(va.shape) == tuple(vb.shape)
+    )
 
 
 def _writes_over_first_argument(node: torch.fx.Node) -> bool:
@@ -206,19 +219,22 @@ class MutableStatePass(PassBase):
         output.args = (tuple(kept),)
         return PassResult(graph_module, True)
 
-    def _write(self, graph: torch.fx.Graph, mutation: Mutation, target: torch.fx.Node,
-               value: torch.fx.Node) -> None:
+    def _write(self, graph: torch.fx.Graph, mutation: Mutation, target: torch.fx.Node, value: torch.fx.Node) -> None:
         if value is target:
             return
         what = f"buffer '{mutation.fqn}'" if mutation.is_buffer else f"input '{mutation.target}'"
         if not _same_tensor_type(value, target):
-            raise ExportError(f"the program writes a value of another shape or dtype into {what} "
-                              f"{describe_node(value)}: mutations must keep the tensor's shape and dtype")
+            raise ExportError(
+                f"the program writes a value of another shape or dtype into {what} "
+                f"{describe_node(value)}: mutations must keep the tensor's shape and dtype"
+            )
         chain = _inplace_chain(target, value) if self.reinplace else None
         if chain is None:
             if graph.output_node() in _readers(target):
-                raise ExportError(f"the program returns {what} and also mutates it {describe_node(value)}: "
-                                  "return a .clone() of it instead")
+                raise ExportError(
+                    f"the program returns {what} and also mutates it {describe_node(value)}: "
+                    "return a .clone() of it instead"
+                )
             self.write_backs.append(what)
             with graph.inserting_before(graph.output_node()):
                 copy = graph.call_function(_aten.copy_.default, (target, value))

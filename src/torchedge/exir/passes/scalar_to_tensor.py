@@ -17,8 +17,14 @@ from torchedge.exir.passes.debug_handles import inherit_debug_info
 
 __all__ = ["ScalarToTensorPass"]
 
-_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64,
-           torch.SymBool: torch.bool, torch.SymInt: torch.int64, torch.SymFloat: torch.float64}
+_DTYPES = {
+    bool: torch.bool,
+    int: torch.int64,
+    float: torch.float64,
+    torch.SymBool: torch.bool,
+    torch.SymInt: torch.int64,
+    torch.SymFloat: torch.float64,
+}
 
 
 def _scalar_type(value) -> type | None:

@@ -11,14 +11,25 @@ import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, can_cast, float_result_type, is_floating, is_integral
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, write
-from torchedge.kernels.portable.comparison import fast_clamp, clamp, keep_signed_zeros
+from torchedge.kernels.portable.comparison import clamp, fast_clamp, keep_signed_zeros
 from torchedge.kernels.portable.elementwise import SAME, check_same_dtype, opmath_buffer, store, unary_kernel
+from torchedge.kernels.portable.shape_rules import broadcast_inputs, same_as
 from torchedge.kernels.portable.special import _P32, _Q32, ErfRational, erf
 from torchedge.kernels.registry import register_kernel
-from torchedge.kernels.portable.shape_rules import broadcast_inputs, same_as
 
-__all__ = ["relu", "hardtanh", "gelu", "elu", "leaky_relu", "hardsigmoid", "hardswish", "silu", "logit", "softmax",
-           "log_softmax"]
+__all__ = [
+    "relu",
+    "hardtanh",
+    "gelu",
+    "elu",
+    "leaky_relu",
+    "hardsigmoid",
+    "hardswish",
+    "silu",
+    "logit",
+    "softmax",
+    "log_softmax",
+]
 
 
 @register_kernel("aten::relu.out", shape=broadcast_inputs, inplace_safe=True)
@@ -41,8 +52,11 @@ def hardtanh(self, min_val, max_val, out):
     check(self.dtype != BOOL, op, "boolean inputs are not supported")
     if is_integral(self.dtype):  # ATen truncates the limits so that they don't promote the input
         min_val, max_val = int(min_val), int(max_val)
-        check(self.dtype != np.uint8 or (min_val >= 0 and max_val >= 0), op,
-              "cannot do hardtanh on an unsigned type with negative limits")
+        check(
+            self.dtype != np.uint8 or (min_val >= 0 and max_val >= 0),
+            op,
+            "cannot do hardtanh on an unsigned type with negative limits",
+        )
     clamp(self, min_val, max_val, out)
 
 
@@ -100,9 +114,11 @@ def _silu(self, buf):  # x / (1 + exp(-x)): nan at -inf, as in ATen
 
 
 hardsigmoid = register_kernel("aten::hardsigmoid.out", shape=broadcast_inputs)(
-    unary_kernel("aten::hardsigmoid.out", _hardsigmoid, SAME, "f"))
+    unary_kernel("aten::hardsigmoid.out", _hardsigmoid, SAME, "f")
+)
 hardswish = register_kernel("aten::hardswish.out", shape=broadcast_inputs)(
-    unary_kernel("aten::hardswish.out", _hardswish, SAME, "f"))
+    unary_kernel("aten::hardswish.out", _hardswish, SAME, "f")
+)
 silu = register_kernel("aten::silu.out", shape=broadcast_inputs)(unary_kernel("aten::silu.out", _silu, SAME, "f"))
 
 
@@ -128,20 +144,29 @@ def logit(self, eps, out):
 # GELU as x * (1/2 + xc * P(xc²) / Q(xc²)) with xc = clip(x, ±4√2): the float32 erf's rational
 # with u = x/√2 folded into its coefficients (u² = x²/2) and the factor 1/(2√2) into P's, so a
 # block costs the rational plus two passes, and x·(1/2 + ...) cannot overflow for huge x.
-_GELU32 = ErfRational([float(c) * 0.5 ** k / (2 * math.sqrt(2)) for k, c in enumerate(_P32)],
-                      [float(c) * 0.5 ** k for k, c in enumerate(_Q32)], 4 * math.sqrt(2))
+_GELU32 = ErfRational(
+    [float(c) * 0.5**k / (2 * math.sqrt(2)) for k, c in enumerate(_P32)],
+    [float(c) * 0.5**k for k, c in enumerate(_Q32)],
+    4 * math.sqrt(2),
+)
 
 
 def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
     """x/2 * (1 + erf(x/sqrt(2))) block by block, every pass over a block while it is in cache."""
     flat = np.ascontiguousarray(x).reshape(-1)
-    direct = out.dtype == np.float32 and out.flags.c_contiguous and (
-        not np.may_share_memory(flat, out) or flat.__array_interface__["data"][0] == out.__array_interface__["data"][0])
+    direct = (
+        out.dtype == np.float32
+        and out.flags.c_contiguous
+        and (
+            not np.may_share_memory(flat, out)
+            or flat.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+        )
+    )
     result = out.reshape(-1) if direct else np.empty(flat.shape, np.float32)
     half = np.float32(0.5)
     for start, block, ratio in _GELU32.blocks(flat):
         ratio += half
-        np.multiply(ratio, block, out=result[start:start + block.size])
+        np.multiply(ratio, block, out=result[start : start + block.size])
     if not direct:
         write(out, result.reshape(x.shape))
 

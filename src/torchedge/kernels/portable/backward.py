@@ -15,48 +15,99 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col, spatial_dims
-from torchedge.kernels.portable.pooling import (adaptive_bounds, averaging_matrix, batched, map_dims, matmul_along,
-                                                pool_divisors, pool_geometry, pool_windows, range_sums,
-                                                shrinking_first, small_matrix)
+from torchedge.kernels.portable.pooling import (
+    adaptive_bounds,
+    averaging_matrix,
+    batched,
+    map_dims,
+    matmul_along,
+    pool_divisors,
+    pool_geometry,
+    pool_windows,
+    range_sums,
+    shrinking_first,
+    small_matrix,
+)
+from torchedge.kernels.portable.shape_rules import masked, same_as
 from torchedge.kernels.portable.windows import scatter_taps
 from torchedge.kernels.registry import register_kernel
-from torchedge.kernels.portable.shape_rules import masked, same_as
 
 __all__ = ["convolution_backward", "avg_pool_backward", "max_pool_backward", "adaptive_avg_pool_backward"]
 
 _CONV = "aten::convolution_backward.out"
 
 
-def _convolution_backward_shape(op: str, grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
-                                output_padding, groups, output_mask, out0, out1, out2) -> list[tuple]:
+def _convolution_backward_shape(
+    op: str,
+    grad_output,
+    input,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    out0,
+    out1,
+    out2,
+) -> list[tuple]:
     """Gradients shaped like the input, the weight and the bias (one per output channel)."""
     spatial = spatial_dims(op, input, weight)
-    check(grad_output.ndim == input.ndim, op, f"grad_output shape {list(grad_output.shape)} does not match input "
-                                              f"shape {list(input.shape)}")
+    check(
+        grad_output.ndim == input.ndim,
+        op,
+        f"grad_output shape {list(grad_output.shape)} does not match input shape {list(input.shape)}",
+    )
     return masked(output_mask, [input.shape, weight.shape, (grad_output.shape[-spatial - 1],)])
 
 
 @register_kernel("aten::convolution_backward.out", shape=_convolution_backward_shape)
-def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
-                         output_padding, groups, output_mask, out0, out1, out2):
+def convolution_backward(
+    grad_output,
+    input,
+    weight,
+    bias_sizes,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    out0,
+    out1,
+    out2,
+):
     """Gradients of `convolution` w.r.t. input, weight and bias, for the outs that
     ``output_mask`` asks for (the others are left untouched)."""
     spatial = weight.ndim - 2
-    check(1 <= spatial <= 3 and input.ndim in (spatial + 1, spatial + 2) and grad_output.ndim == input.ndim, _CONV,
-          f"expected {spatial + 2}-D input and grad_output for a {weight.ndim}-D weight, got shapes "
-          f"{list(input.shape)} and {list(grad_output.shape)}")
+    check(
+        1 <= spatial <= 3 and input.ndim in (spatial + 1, spatial + 2) and grad_output.ndim == input.ndim,
+        _CONV,
+        f"expected {spatial + 2}-D input and grad_output for a {weight.ndim}-D weight, got shapes "
+        f"{list(input.shape)} and {list(grad_output.shape)}",
+    )
     if input.ndim == spatial + 1:  # unbatched
         input, grad_output, out0 = input[None], grad_output[None], out0[None]
     stride, padding, dilation, output_padding = (
-        pair(v, spatial, name, _CONV) for v, name in ((stride, "stride"), (padding, "padding"),
-                                                        (dilation, "dilation"), (output_padding, "output_padding")))
+        pair(v, spatial, name, _CONV)
+        for v, name in (
+            (stride, "stride"),
+            (padding, "padding"),
+            (dilation, "dilation"),
+            (output_padding, "output_padding"),
+        )
+    )
     acc = compute_dtype(grad_output, weight)
     geometry = (stride, padding, dilation)
     with quiet():
@@ -84,14 +135,28 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
             write(out2, grad_output.sum(axis=axes, dtype=acc))
 
 
-def avg_pool_backward(op, dims, grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                      divisor_override, grad_input):
+def avg_pool_backward(
+    op,
+    dims,
+    grad_output,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    grad_input,
+):
     """Every window spreads its output gradient, divided like the forward average, evenly
     over the input positions it covers (integer gradients divide truncating)."""
     x, grad_output, grad_input = batched(op, self, dims, grad_output, grad_input)
     kernel, stride, padding, _, size = pool_geometry(op, x, dims, kernel_size, stride, padding, (1,), ceil_mode)
-    check(grad_output.shape == x.shape[:2] + size, op,
-          f"grad_output has shape {list(grad_output.shape)}, expected {list(x.shape[:2] + size)}")
+    check(
+        grad_output.shape == x.shape[:2] + size,
+        op,
+        f"grad_output has shape {list(grad_output.shape)}, expected {list(x.shape[:2] + size)}",
+    )
     integral = category(x.dtype) < 2
     acc = np.dtype(np.int64) if integral else accumulate_dtype(x.dtype)
     divisor = divisor_override or pool_divisors(tuple(x.shape[2:]), kernel, stride, padding, size, count_include_pad)
@@ -111,8 +176,7 @@ def _spread(share: np.ndarray, windows, dtype) -> np.ndarray:
         ranges = [_covering(a.start + a.lo, a.start + a.hi, a.size) for a in windows.axes]
         return map_dims(share, lambda d, y: range_sums(y, *ranges[d]), shrinking_first(share.shape[1:], spatial))
     cropped = tuple(n - c.start for n, c in zip(spatial, direct.crop))
-    total = scatter_taps(lambda t: share, cropped, direct.kernel, direct.stride, direct.padding, direct.dilation,
-                         dtype)
+    total = scatter_taps(lambda t: share, cropped, direct.kernel, direct.stride, direct.padding, direct.dilation, dtype)
     if cropped == spatial:
         return total
     full = np.zeros(share.shape[:1] + spatial, dtype)
@@ -127,13 +191,17 @@ def _covering(first: np.ndarray, stop: np.ndarray, size: int) -> tuple[np.ndarra
     return np.searchsorted(stop, i, "right"), np.searchsorted(first, i, "right")
 
 
-def max_pool_backward(op, dims, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices,
-                      grad_input):
+def max_pool_backward(
+    op, dims, grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices, grad_input
+):
     """Each output gradient goes to the input position its index names (summed where
     windows overlap on the same maximum)."""
     x, grad_output, indices, grad_input = batched(op, self, dims, grad_output, indices, grad_input)
-    check(indices.shape == grad_output.shape, op,
-          f"indices shape {list(indices.shape)} differs from grad_output shape {list(grad_output.shape)}")
+    check(
+        indices.shape == grad_output.shape,
+        op,
+        f"indices shape {list(indices.shape)} differs from grad_output shape {list(grad_output.shape)}",
+    )
     plane = math.prod(x.shape[2:])
     rows = math.prod(x.shape[:2])
     flat = indices.reshape(rows, -1).astype(np.int64)

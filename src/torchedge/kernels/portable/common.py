@@ -10,8 +10,20 @@ import numpy as np
 
 from torchedge.errors import KernelError
 
-__all__ = ["check", "fail", "wrap_dim", "wrap_dims", "write", "scratch", "finish", "aliases", "check_writable", "quiet",
-           "as_scalar", "pair"]
+__all__ = [
+    "check",
+    "fail",
+    "wrap_dim",
+    "wrap_dims",
+    "write",
+    "scratch",
+    "finish",
+    "aliases",
+    "check_writable",
+    "quiet",
+    "as_scalar",
+    "pair",
+]
 
 
 def check(condition: bool, op: str, message: str) -> None:
@@ -72,8 +84,12 @@ def aliases(out: np.ndarray, self: np.ndarray) -> bool:
     out variant; scatter-like kernels then leave ``out`` as it is and write only what changes."""
     if out is self:
         return True
-    return (out.shape == self.shape and out.strides == self.strides and out.dtype == self.dtype
-            and out.__array_interface__["data"][0] == self.__array_interface__["data"][0])
+    return (
+        out.shape == self.shape
+        and out.strides == self.strides
+        and out.dtype == self.dtype
+        and out.__array_interface__["data"][0] == self.__array_interface__["data"][0]
+    )
 
 
 def check_writable(op: str, self: np.ndarray) -> None:

@@ -10,8 +10,8 @@ import numpy as np
 from torchedge.kernels.dtypes import BOOL, can_cast, is_floating, result_type
 from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.portable.elementwise import operand, store, work_buffer
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import broadcast_inputs
+from torchedge.kernels.registry import register_kernel
 
 __all__ = ["clamp", "fast_clamp", "where", "isnan", "isinf", "keep_signed_zeros"]
 
@@ -21,8 +21,9 @@ def _comparison_kernel(name: str, ufunc):
         # Compare in the promoted dtype; ATen lets the bool result land in any out dtype.
         dtype = result_type(self, other)
         with quiet():
-            ufunc(operand(self, dtype), operand(other, dtype), out=out, signature=(dtype, dtype, BOOL),
-                  casting="unsafe")
+            ufunc(
+                operand(self, dtype), operand(other, dtype), out=out, signature=(dtype, dtype, BOOL), casting="unsafe"
+            )
 
     kernel.__name__ = name
     return kernel
@@ -38,7 +39,7 @@ _COMPARISONS = [
     ("aten::ge.Scalar_out", "aten::ge.Tensor_out", np.greater_equal),
 ]
 for _scalar_op, _tensor_op, _ufunc in _COMPARISONS:
-    _kernel = _comparison_kernel(_scalar_op[len("aten::"):].split(".")[0], _ufunc)
+    _kernel = _comparison_kernel(_scalar_op[len("aten::") :].split(".")[0], _ufunc)
     register_kernel(_scalar_op, _tensor_op, shape=broadcast_inputs)(_kernel)
 
 
@@ -84,8 +85,14 @@ def fast_clamp(self, min, max, out) -> bool:
     turn -0.0 into +0.0 in NumPy's min/max: then an input holding zeros takes the general
     path (checked before anything is written, as out may be self's memory)."""
     dtype = self.dtype
-    if not (dtype in _FAST_FLOATS and out.dtype == dtype and type(self) is np.ndarray
-            and _plain_bound(min) and _plain_bound(max) and (min is not None or max is not None)):
+    if not (
+        dtype in _FAST_FLOATS
+        and out.dtype == dtype
+        and type(self) is np.ndarray
+        and _plain_bound(min)
+        and _plain_bound(max)
+        and (min is not None or max is not None)
+    ):
         return False
     if (min == 0 or max == 0) and (self == 0).any():
         return False
@@ -132,8 +139,10 @@ def where(condition, self, other, out):
     if out.dtype != dtype:  # cast through the promoted dtype, as ATen does
         self, other = self.astype(dtype, copy=False), other.astype(dtype, copy=False)
     condition = condition.astype(BOOL, copy=False)
-    if condition.size * 8 <= out.size and np.broadcast_shapes(condition.shape, np.shape(self), np.shape(other)) \
-            == out.shape:  # a small condition (a mask of rows): one plain copy when it is uniform
+    if (
+        condition.size * 8 <= out.size
+        and np.broadcast_shapes(condition.shape, np.shape(self), np.shape(other)) == out.shape
+    ):  # a small condition (a mask of rows): one plain copy when it is uniform
         if not condition.any():
             write(out, other)
             return

@@ -45,8 +45,11 @@ def spatial_dims(op: str, input, weight) -> int:
     """How many spatial dims the weight convolves; the input may lack the batch dim."""
     spatial = weight.ndim - 2
     check(1 <= spatial <= 3, op, f"expected a 3-D to 5-D weight, got shape {list(weight.shape)}")
-    check(input.ndim in (spatial + 1, spatial + 2), op,
-          f"expected a {spatial + 2}-D (batched) or {spatial + 1}-D input, got shape {list(input.shape)}")
+    check(
+        input.ndim in (spatial + 1, spatial + 2),
+        op,
+        f"expected a {spatial + 2}-D (batched) or {spatial + 1}-D input, got shape {list(input.shape)}",
+    )
     return spatial
 
 
@@ -64,56 +67,92 @@ def _forward_shape(op, channels, sizes, weight, stride, padding, dilation, group
 def _transposed_shape(op, channels, sizes, weight, stride, padding, dilation, output_padding, groups) -> tuple:
     """(O, S') of a transposed convolution by a (C, O/G, *k) weight."""
     _check_groups(op, weight.shape[0] == channels and channels % groups == 0, channels, weight, groups)
-    check(all(o < s or o < d for o, s, d in zip(output_padding, stride, dilation)), op,
-          f"output_padding {list(output_padding)} must be smaller than either stride or dilation")
-    return weight.shape[1] * groups, tuple((i - 1) * s - 2 * p + d * (k - 1) + o + 1 for i, k, s, p, d, o in
-                                           zip(sizes, weight.shape[2:], stride, padding, dilation, output_padding))
+    check(
+        all(o < s or o < d for o, s, d in zip(output_padding, stride, dilation)),
+        op,
+        f"output_padding {list(output_padding)} must be smaller than either stride or dilation",
+    )
+    return weight.shape[1] * groups, tuple(
+        (i - 1) * s - 2 * p + d * (k - 1) + o + 1
+        for i, k, s, p, d, o in zip(sizes, weight.shape[2:], stride, padding, dilation, output_padding)
+    )
 
 
-def _convolution_shape(op: str, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
-                       out) -> list[tuple]:
+def _convolution_shape(
+    op: str, input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out
+) -> list[tuple]:
     """(N, C, *S) by (O, C/G, *k) gives (N, O, *S'); transposed, (C, O/G, *k) gives (N, O, *S')."""
     spatial = spatial_dims(op, input, weight)
-    stride, padding, dilation = (pair(v, spatial, name, op) for v, name in
-                                 ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
-    check(min(stride) > 0 and min(dilation) > 0 and min(padding) >= 0 and groups >= 1, op,
-          f"stride {list(stride)}, dilation {list(dilation)} and groups {groups} must be positive, "
-          f"padding {list(padding)} non-negative")
+    stride, padding, dilation = (
+        pair(v, spatial, name, op) for v, name in ((stride, "stride"), (padding, "padding"), (dilation, "dilation"))
+    )
+    check(
+        min(stride) > 0 and min(dilation) > 0 and min(padding) >= 0 and groups >= 1,
+        op,
+        f"stride {list(stride)}, dilation {list(dilation)} and groups {groups} must be positive, "
+        f"padding {list(padding)} non-negative",
+    )
     channels, sizes = input.shape[-spatial - 1], input.shape[-spatial:]
     if transposed:
         output_padding = pair(output_padding, spatial, "output_padding", op)
-        out_channels, size = _transposed_shape(op, channels, sizes, weight, stride, padding, dilation, output_padding,
-                                         groups)
+        out_channels, size = _transposed_shape(
+            op, channels, sizes, weight, stride, padding, dilation, output_padding, groups
+        )
     else:
         out_channels, size = _forward_shape(op, channels, sizes, weight, stride, padding, dilation, groups)
-    check(min(size) > 0, op, f"the output size {list(size)} is too small (input shape {list(input.shape)}, "
-                             f"weight shape {list(weight.shape)})")
-    return [input.shape[:-spatial - 1] + (out_channels,) + size]
+    check(
+        min(size) > 0,
+        op,
+        f"the output size {list(size)} is too small (input shape {list(input.shape)}, "
+        f"weight shape {list(weight.shape)})",
+    )
+    return [input.shape[: -spatial - 1] + (out_channels,) + size]
 
 
 @register_kernel("aten::convolution.out", shape=_convolution_shape)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out):
     spatial = weight.ndim - 2
     check(1 <= spatial <= 3, _OP, f"expected a 3-D to 5-D weight, got shape {list(weight.shape)}")
-    check(input.ndim in (spatial + 1, spatial + 2), _OP,
-          f"expected a {spatial + 2}-D (batched) or {spatial + 1}-D input, got shape {list(input.shape)}")
+    check(
+        input.ndim in (spatial + 1, spatial + 2),
+        _OP,
+        f"expected a {spatial + 2}-D (batched) or {spatial + 1}-D input, got shape {list(input.shape)}",
+    )
     if input.ndim == spatial + 1:  # unbatched
         input, out = input[None], out[None]
-    stride, padding, dilation = (pair(v, spatial, name, _OP) for v, name in
-                                 ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
-    check(all(s > 0 for s in stride) and all(d > 0 for d in dilation) and min(padding) >= 0, _OP,
-          f"stride {list(stride)} and dilation {list(dilation)} must be positive, padding {list(padding)} "
-          f"non-negative")
+    stride, padding, dilation = (
+        pair(v, spatial, name, _OP) for v, name in ((stride, "stride"), (padding, "padding"), (dilation, "dilation"))
+    )
+    check(
+        all(s > 0 for s in stride) and all(d > 0 for d in dilation) and min(padding) >= 0,
+        _OP,
+        f"stride {list(stride)} and dilation {list(dilation)} must be positive, padding {list(padding)} non-negative",
+    )
     check(groups >= 1, _OP, f"groups must be positive, got {groups}")
     if transposed:
         dtype = result_type(input, weight)
-        check(category(dtype) >= 2 or dtype == np.int64, _OP,
-              f"transposed convolution is not implemented for {dtype} (as in ATen)")
+        check(
+            category(dtype) >= 2 or dtype == np.int64,
+            _OP,
+            f"transposed convolution is not implemented for {dtype} (as in ATen)",
+        )
         if bias is not None:  # added in place, as in ATen
-            check(can_cast(bias.dtype, dtype), _OP, f"a {bias.dtype} bias can't be added to a {dtype} transposed "
-                                                    f"convolution (as in ATen)")
-        conv_transposed(input, weight, bias, stride, padding, dilation,
-                        pair(output_padding, spatial, "output_padding", _OP), groups, out)
+            check(
+                can_cast(bias.dtype, dtype),
+                _OP,
+                f"a {bias.dtype} bias can't be added to a {dtype} transposed convolution (as in ATen)",
+            )
+        conv_transposed(
+            input,
+            weight,
+            bias,
+            stride,
+            padding,
+            dilation,
+            pair(output_padding, spatial, "output_padding", _OP),
+            groups,
+            out,
+        )
     else:
         conv_forward(input, weight, bias, stride, padding, dilation, groups, out)
 
@@ -125,11 +164,16 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
     as many after it."""
     n, c, o, cg = x.shape[0], x.shape[1], weight.shape[0], weight.shape[1]
     kernel = weight.shape[2:]
-    check(c == cg * groups and o % groups == 0, _OP,
-          f"input channels ({c}) and weight shape {list(weight.shape)} do not match groups={groups}")
+    check(
+        c == cg * groups and o % groups == 0,
+        _OP,
+        f"input channels ({c}) and weight shape {list(weight.shape)} do not match groups={groups}",
+    )
     after = padding if padding_after is None else padding_after
-    size = tuple((i + p + q - d * (k - 1) - 1) // s + 1
-                 for i, k, s, p, q, d in zip(x.shape[2:], kernel, stride, padding, after, dilation))
+    size = tuple(
+        (i + p + q - d * (k - 1) - 1) // s + 1
+        for i, k, s, p, q, d in zip(x.shape[2:], kernel, stride, padding, after, dilation)
+    )
     check(min(size) > 0, _OP, f"the kernel {list(kernel)} is larger than the padded input {list(x.shape)}")
     check(out.shape == (n, o) + size, _OP, f"out has shape {list(out.shape)}, expected {[n, o, *size]}")
     acc = compute_dtype(x, weight)
@@ -156,15 +200,16 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
             ones_row = bias is not None and kernels.size <= _BIAS_COLUMN_ELEMENTS
             depth = cg * taps.count + ones_row
             columns = workspace("columns", (n, groups, depth, taps.length), acc)
-            inputs = columns[:, :, :cg * taps.count].reshape(n, groups, cg, taps.count, taps.length)
+            inputs = columns[:, :, : cg * taps.count].reshape(n, groups, cg, taps.count, taps.length)
             for t in range(taps.count):
                 inputs[..., t, :] = taps.flat(t).reshape(n, groups, cg, taps.length)
             if ones_row:
                 columns[:, :, -1] = 1
                 kernels = np.concatenate([kernels, bias.reshape(groups, -1, 1).astype(kernels.dtype)], axis=2)
             product = workspace("product", (n * o, taps.length), acc)
-            np.matmul(kernels, columns, dtype=acc, casting="unsafe",
-                      out=product.reshape(n, groups, o // groups, taps.length))
+            np.matmul(
+                kernels, columns, dtype=acc, casting="unsafe", out=product.reshape(n, groups, o // groups, taps.length)
+            )
             grid = taps.grid(product).reshape(out.shape)
             if bias is None or ones_row:
                 write(out, grid)
@@ -255,8 +300,9 @@ def _depthwise(taps: Taps, weight, bias, out, acc) -> None:
         r, run = rows.stop - rows.start, taps.run_length(rows)
         for t in range(k):
             columns[t].reshape(-1)[:run] = taps.run(t, rows)
-        np.matmul(kernels[rows], columns[:, :r, :length].transpose(1, 0, 2),
-                  out=result[:, :r, :length].transpose(1, 0, 2))
+        np.matmul(
+            kernels[rows], columns[:, :r, :length].transpose(1, 0, 2), out=result[:, :r, :length].transpose(1, 0, 2)
+        )
         for j in range(m):
             buffer[rows, j] = taps.grid(result[j, :r])
     if target is None:
@@ -268,15 +314,26 @@ def conv_transposed(x, weight, bias, stride, padding, dilation, output_padding, 
     of `conv_forward` (one GEMM by the transposed weights, then col2im)."""
     n, c, og = x.shape[0], x.shape[1], weight.shape[1]
     kernel, spatial = weight.shape[2:], x.shape[2:]
-    check(weight.shape[0] == c and c % groups == 0, _OP,
-          f"input channels ({c}) and weight shape {list(weight.shape)} do not match groups={groups}")
-    check(all(p < s or p < d for p, s, d in zip(output_padding, stride, dilation)), _OP,
-          f"output_padding {list(output_padding)} must be smaller than either stride or dilation")
-    size = tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in
-                 zip(spatial, stride, padding, dilation, kernel, output_padding))
+    check(
+        weight.shape[0] == c and c % groups == 0,
+        _OP,
+        f"input channels ({c}) and weight shape {list(weight.shape)} do not match groups={groups}",
+    )
+    check(
+        all(p < s or p < d for p, s, d in zip(output_padding, stride, dilation)),
+        _OP,
+        f"output_padding {list(output_padding)} must be smaller than either stride or dilation",
+    )
+    size = tuple(
+        (i - 1) * s - 2 * p + d * (k - 1) + op + 1
+        for i, s, p, d, k, op in zip(spatial, stride, padding, dilation, kernel, output_padding)
+    )
     check(min(size) > 0, _OP, f"the output size {list(size)} is not positive")
-    check(out.shape == (n, og * groups) + size, _OP,
-          f"out has shape {list(out.shape)}, expected {[n, og * groups, *size]}")
+    check(
+        out.shape == (n, og * groups) + size,
+        _OP,
+        f"out has shape {list(out.shape)}, expected {[n, og * groups, *size]}",
+    )
     acc = compute_dtype(x, weight)
     if out.size == 0:
         return
@@ -293,8 +350,10 @@ def conv_transposed(x, weight, bias, stride, padding, dilation, output_padding, 
 
 
 def _fold_geometry(op, kernel_size, dilation, padding, stride):
-    return tuple(pair(v, 2, name, op) for v, name in ((kernel_size, "kernel_size"), (dilation, "dilation"),
-                                                      (padding, "padding"), (stride, "stride")))
+    return tuple(
+        pair(v, 2, name, op)
+        for v, name in ((kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"), (stride, "stride"))
+    )
 
 
 def _blocks(op: str, size, kernel, dilation, padding, stride) -> tuple:
@@ -331,8 +390,11 @@ def _col2im_shape(op: str, self, output_size, kernel_size, dilation, padding, st
     size = pair(output_size, 2, "output_size", op)
     grid = _blocks(op, size, kernel, dilation, padding, stride)
     taps = math.prod(kernel)
-    check(self.shape[-2] % taps == 0 and self.shape[-1] == math.prod(grid), op,
-          f"input shape {list(self.shape)} does not match kernel_size {list(kernel)} and output_size {list(size)}")
+    check(
+        self.shape[-2] % taps == 0 and self.shape[-1] == math.prod(grid),
+        op,
+        f"input shape {list(self.shape)} does not match kernel_size {list(kernel)} and output_size {list(size)}",
+    )
     return [self.shape[:-2] + (self.shape[-2] // taps,) + size]
 
 
@@ -346,8 +408,11 @@ def col2im(self, output_size, kernel_size, dilation, padding, stride, out):
     out_hw = tuple(pair(output_size, 2, "output_size", op))
     grid = tuple(windows.output_size(*args) for args in zip(out_hw, kernel, stride, padding, dilation))
     taps = math.prod(kernel)
-    check(columns.shape[1] % taps == 0 and min(grid) > 0 and columns.shape[2] == math.prod(grid), op,
-          f"input shape {list(self.shape)} does not match kernel_size {list(kernel)} and output_size {list(out_hw)}")
+    check(
+        columns.shape[1] % taps == 0 and min(grid) > 0 and columns.shape[2] == math.prod(grid),
+        op,
+        f"input shape {list(self.shape)} does not match kernel_size {list(kernel)} and output_size {list(out_hw)}",
+    )
     n, c = columns.shape[0], columns.shape[1] // taps
     acc = columns.dtype if columns.dtype == np.bool_ else accumulate_dtype(columns.dtype)
     planes = columns.reshape((n * c, taps) + grid)

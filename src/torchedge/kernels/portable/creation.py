@@ -8,11 +8,21 @@ import numpy as np
 
 from torchedge.kernels.dtypes import category
 from torchedge.kernels.portable.common import check, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import from_size, same_as
+from torchedge.kernels.registry import register_kernel
 
-__all__ = ["full", "full_like", "zeros", "ones", "empty", "empty_strided", "scalar_tensor", "arange", "arange_start",
-           "arange_length"]
+__all__ = [
+    "full",
+    "full_like",
+    "zeros",
+    "ones",
+    "empty",
+    "empty_strided",
+    "scalar_tensor",
+    "arange",
+    "arange_start",
+    "arange_length",
+]
 
 
 @register_kernel("aten::full.out", shape=from_size)
@@ -63,8 +73,11 @@ def arange_length(op: str, start, end, step, integral: bool) -> int:
     if integral:
         start, end, step = int(start), int(end), int(step)
     check(step != 0, op, "step must be nonzero")
-    check((step > 0 and end >= start) or (step < 0 and end <= start), op,
-          f"upper bound and lower bound inconsistent with step sign (start {start}, end {end}, step {step})")
+    check(
+        (step > 0 and end >= start) or (step < 0 and end <= start),
+        op,
+        f"upper bound and lower bound inconsistent with step sign (start {start}, end {end}, step {step})",
+    )
     if integral:  # the quotient is not negative, so floor division is C++'s truncating one
         return (end - start + step - (1 if step > 0 else -1)) // step
     return math.ceil((float(end) - float(start)) / float(step))

@@ -10,19 +10,36 @@ operand of lower priority in `result_type`.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from torchedge.kernels.dtypes import (BOOL, accumulate_dtype, can_cast, category, float_result_type,
-                                      is_floating, result_type)
+from torchedge.kernels.dtypes import (
+    BOOL,
+    accumulate_dtype,
+    can_cast,
+    category,
+    float_result_type,
+    is_floating,
+    result_type,
+)
 from torchedge.kernels.portable.common import as_scalar, check, fail, quiet, write
+from torchedge.kernels.portable.shape_rules import broadcast_inputs
 from torchedge.kernels.portable.special import erf, erfinv
 from torchedge.kernels.registry import register_kernel
-from torchedge.kernels.portable.shape_rules import broadcast_inputs
 
-__all__ = ["binary", "unary_kernel", "compute_dtype", "operand", "SAME", "FLOAT", "work_buffer", "opmath_buffer",
-           "store", "check_same_dtype"]
+__all__ = [
+    "binary",
+    "unary_kernel",
+    "compute_dtype",
+    "operand",
+    "SAME",
+    "FLOAT",
+    "work_buffer",
+    "opmath_buffer",
+    "store",
+    "check_same_dtype",
+]
 
 # How an op turns the operands' result_type into the dtype it computes in.
 SAME = "same"  # the promoted dtype itself
@@ -96,8 +113,12 @@ def _same_float(a, b, out: np.ndarray) -> bool:
     """Whether ``a`` is an array, and ``b`` an array or a Python float, all of out's float32 or
     float64 dtype: then every promotion rule gives that dtype, and no check can fail."""
     dtype = out.dtype
-    return (dtype in _FAST_FLOATS and type(a) is np.ndarray and a.dtype == dtype
-            and (type(b) is float or (type(b) is np.ndarray and b.dtype == dtype)))
+    return (
+        dtype in _FAST_FLOATS
+        and type(a) is np.ndarray
+        and a.dtype == dtype
+        and (type(b) is float or (type(b) is np.ndarray and b.dtype == dtype))
+    )
 
 
 def binary(op: str, fn, rule: str, a, b, out: np.ndarray, kinds: str = "bif", opmath: bool = False) -> None:
@@ -153,6 +174,7 @@ def _erfinv(x, buf):
 
 def _whole(ufunc):
     """ceil, floor, round, trunc: integers are already whole numbers (ATen copies them)."""
+
     def fn(x, buf):
         if is_floating(buf.dtype):
             ufunc(x, out=buf, dtype=buf.dtype, casting="unsafe")
@@ -310,6 +332,7 @@ def _check_int_divisor(op: str, b, dtype) -> None:
 
 def _division_kernel(op: str, fn, opmath: bool = False):
     """floor_divide, fmod, remainder: integers refuse a zero divisor, floats give inf/nan."""
+
     def kernel(self, other, out):
         _check_int_divisor(op, other, result_type(self, other))
         binary(op, fn, SAME, self, other, out, kinds="if", opmath=opmath)
@@ -322,21 +345,30 @@ def _division_kernel(op: str, fn, opmath: bool = False):
 _DIVISIONS = [
     (("aten::floor_divide.out", "aten::floor_divide.Scalar_out"), _ufunc2(np.floor_divide), False),
     (("aten::fmod.Tensor_out", "aten::fmod.Scalar_out"), _ufunc2(np.fmod), False),
-    (("aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::remainder.Scalar_Tensor_out"), _remainder, True),
+    (
+        ("aten::remainder.Tensor_out", "aten::remainder.Scalar_out", "aten::remainder.Scalar_Tensor_out"),
+        _remainder,
+        True,
+    ),
 ]
 for _ops, _fn, _opmath in _DIVISIONS:
     register_kernel(*_ops, shape=broadcast_inputs)(_division_kernel(_ops[0], _fn, _opmath))
 
-_ROUNDED_DIVIDE = {mode: _division_kernel("aten::div.out_mode", fn)
-                   for mode, fn in [("trunc", _trunc_divide), ("floor", _ufunc2(np.floor_divide))]}
+_ROUNDED_DIVIDE = {
+    mode: _division_kernel("aten::div.out_mode", fn)
+    for mode, fn in [("trunc", _trunc_divide), ("floor", _ufunc2(np.floor_divide))]
+}
 
 
 @register_kernel("aten::div.out_mode", "aten::div.Scalar_mode_out", shape=broadcast_inputs)
 def div_mode(self, other, rounding_mode, out):
     if rounding_mode is None:
         return div(self, other, out)
-    check(rounding_mode in _ROUNDED_DIVIDE, "aten::div.out_mode",
-          f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    check(
+        rounding_mode in _ROUNDED_DIVIDE,
+        "aten::div.out_mode",
+        f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}",
+    )
     _ROUNDED_DIVIDE[rounding_mode](self, other, out)
 
 
@@ -373,12 +405,18 @@ def _alpha_kernel(op: str, ufunc, kinds: str, reverse: bool = False):
                 else:
                     ufunc(self, out.dtype.type(other) if type(other) is float else other, out=out)
             return
-        check(not (subtract and (_is_bool(self) or _is_bool(other))), op,
-              "subtraction with a bool operand is not supported (use logical_not to invert a mask)")
+        check(
+            not (subtract and (_is_bool(self) or _is_bool(other))),
+            op,
+            "subtraction with a bool operand is not supported (use logical_not to invert a mask)",
+        )
         dtype = result_type(self, other)
         if not is_floating(dtype):
-            check(not isinstance(alpha, float), op,
-                  "for integral input tensors, argument alpha must not be a floating point number")
+            check(
+                not isinstance(alpha, float),
+                op,
+                "for integral input tensors, argument alpha must not be a floating point number",
+            )
         alpha = as_scalar(alpha, dtype)  # ATen's alpha.to<scalar_t>()
         binary(op, lambda a, b, o, dt: fn(a, b, o, dt, alpha), SAME, self, other, out, kinds, opmath=alpha != 1)
 
@@ -387,11 +425,14 @@ def _alpha_kernel(op: str, ufunc, kinds: str, reverse: bool = False):
 
 
 register_kernel("aten::add.out", "aten::add.Scalar_out", shape=broadcast_inputs, inplace_safe=True)(
-    _alpha_kernel("aten::add.out", np.add, "bif"))
+    _alpha_kernel("aten::add.out", np.add, "bif")
+)
 register_kernel("aten::sub.out", "aten::sub.Scalar_out", shape=broadcast_inputs, inplace_safe=True)(
-    _alpha_kernel("aten::sub.out", np.subtract, "if"))
+    _alpha_kernel("aten::sub.out", np.subtract, "if")
+)
 register_kernel("aten::rsub.Scalar_out", shape=broadcast_inputs)(
-    _alpha_kernel("aten::rsub.Scalar_out", np.subtract, "if", reverse=True))
+    _alpha_kernel("aten::rsub.Scalar_out", np.subtract, "if", reverse=True)
+)
 
 
 def _integer_power(a, b, out, dtype):
@@ -417,6 +458,7 @@ def _product_power(n: int):
     """``x ** n`` for a small positive integer n by repeated multiplication (binary powering):
     ATen's own method for 2 and 3 (``x * x``, ``x * x * x``), within an ulp or two of a
     correctly rounded pow for the others, and a hundred times faster than NumPy's pow."""
+
     def fn(x, buf):
         if n == 1:
             np.copyto(buf, x, casting="unsafe")
@@ -451,8 +493,14 @@ def _sqrt(x, buf):
 # Floating-point x ** e for exponents ATen (or repeated multiplication) computes without pow:
 # 2, 3, -2 as products (PowKernel.cpp), 0.5, -0.5, -1 as sqrt, rsqrt and reciprocal.
 _SCALAR_POWERS: dict[float, Callable] = {n: _product_power(n) for n in range(2, 9)}
-_SCALAR_POWERS.update({-2: _reciprocal_of(_product_power(2)), 0.5: _sqrt, -0.5: _reciprocal_of(_sqrt),
-                       -1: _reciprocal_of(_product_power(1))})
+_SCALAR_POWERS.update(
+    {
+        -2: _reciprocal_of(_product_power(2)),
+        0.5: _sqrt,
+        -0.5: _reciprocal_of(_sqrt),
+        -1: _reciprocal_of(_product_power(1)),
+    }
+)
 _REREADS_INPUT = frozenset({3, 5, 7})  # their buffer must not be the input's memory
 
 
@@ -531,6 +579,9 @@ def _logical_kernel(ufunc):
     return kernel
 
 
-for _op, _logical in [("aten::logical_and.out", np.logical_and), ("aten::logical_or.out", np.logical_or),
-                      ("aten::logical_xor.out", np.logical_xor)]:
+for _op, _logical in [
+    ("aten::logical_and.out", np.logical_and),
+    ("aten::logical_or.out", np.logical_or),
+    ("aten::logical_xor.out", np.logical_xor),
+]:
     register_kernel(_op, shape=broadcast_inputs)(_logical_kernel(_logical))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.portable.common import check, wrap_dim, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import replaced, same_as
+from torchedge.kernels.registry import register_kernel
 
 __all__ = ["fft_r2c", "fft_c2r", "fft_c2c"]
 

@@ -56,9 +56,17 @@ def _check_float(op: str, *arrays) -> np.dtype:
 def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
     """(..., Sq, D) queries against (..., Sk, D) keys weigh (..., Sk, Dv) values: (..., Sq, Dv)."""
     q, k, v = query.shape, key.shape, value.shape
-    check(len(q) >= 2 and len(k) == len(q) and len(v) == len(q) and k[:-2] == q[:-2] and v[:-2] == q[:-2]
-          and k[-1] == q[-1] and v[-2] == k[-2], op,
-          f"shapes do not match: query {list(q)}, key {list(k)}, value {list(v)}")
+    check(
+        len(q) >= 2
+        and len(k) == len(q)
+        and len(v) == len(q)
+        and k[:-2] == q[:-2]
+        and v[:-2] == q[:-2]
+        and k[-1] == q[-1]
+        and v[-2] == k[-2],
+        op,
+        f"shapes do not match: query {list(q)}, key {list(k)}, value {list(v)}",
+    )
     return [q[:-1] + v[-1:]]
 
 
@@ -66,15 +74,22 @@ def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple
 def attention(query, key, value, mask, scale, out):
     op = f"{NAMESPACE}::attention.out"
     dtype = _check_float(op, query, key, value, out)
-    check(query.ndim >= 2 and key.ndim == query.ndim and value.ndim == query.ndim, op,
-          f"expects query, key and value of one rank >= 2, got {list(query.shape)}, {list(key.shape)}, "
-          f"{list(value.shape)}")
+    check(
+        query.ndim >= 2 and key.ndim == query.ndim and value.ndim == query.ndim,
+        op,
+        f"expects query, key and value of one rank >= 2, got {list(query.shape)}, {list(key.shape)}, "
+        f"{list(value.shape)}",
+    )
     *batch, sq, d = query.shape
     sk, dv = key.shape[-2], value.shape[-1]
-    check(tuple(key.shape) == (*batch, sk, d) and tuple(value.shape) == (*batch, sk, dv)
-          and tuple(out.shape) == (*batch, sq, dv), op,
-          f"shapes do not match: query {list(query.shape)}, key {list(key.shape)}, value {list(value.shape)}, "
-          f"out {list(out.shape)}")
+    check(
+        tuple(key.shape) == (*batch, sk, d)
+        and tuple(value.shape) == (*batch, sk, dv)
+        and tuple(out.shape) == (*batch, sq, dv),
+        op,
+        f"shapes do not match: query {list(query.shape)}, key {list(key.shape)}, value {list(value.shape)}, "
+        f"out {list(out.shape)}",
+    )
     if out.size == 0:
         return
     b = math.prod(batch)
@@ -159,6 +174,7 @@ def _activate(out, activation: str, low: float, high: float) -> None:
                 _gelu_erf_float32(out, out)
             else:
                 from torchedge.kernels.portable.activation import gelu
+
                 gelu(out.copy(), "none", out)
         elif activation == "silu":  # x / (1 + exp(-x)), as ATen (and the silu kernel) compute it
             denominator = np.negative(out)
@@ -169,40 +185,97 @@ def _activate(out, activation: str, low: float, high: float) -> None:
             fail("torchedge_fused", f"unknown activation {activation!r} (expected one of {list(ACTIVATIONS)})")
 
 
-def _conv_bn_act_shape(op: str, input, weight, bias, stride, padding, padding_after, dilation, groups, bn_weight,
-                       bn_bias, bn_mean, bn_var, eps, activation, low, high, out) -> list[tuple]:
+def _conv_bn_act_shape(
+    op: str,
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    padding_after,
+    dilation,
+    groups,
+    bn_weight,
+    bn_bias,
+    bn_mean,
+    bn_var,
+    eps,
+    activation,
+    low,
+    high,
+    out,
+) -> list[tuple]:
     """(N, C, *S) by (O, C/G, *k), zeros ``padding`` before and ``padding_after`` after each spatial dim."""
     spatial = weight.ndim - 2
-    check(input.ndim == spatial + 2 and input.shape[1] == weight.shape[1] * groups, op,
-          f"input shape {list(input.shape)} does not match weight shape {list(weight.shape)} and groups={groups}")
-    size = tuple((i + p + q - d * (k - 1) - 1) // s + 1 for i, k, s, p, q, d in
-                 zip(input.shape[2:], weight.shape[2:], stride, padding, padding_after, dilation))
+    check(
+        input.ndim == spatial + 2 and input.shape[1] == weight.shape[1] * groups,
+        op,
+        f"input shape {list(input.shape)} does not match weight shape {list(weight.shape)} and groups={groups}",
+    )
+    size = tuple(
+        (i + p + q - d * (k - 1) - 1) // s + 1
+        for i, k, s, p, q, d in zip(input.shape[2:], weight.shape[2:], stride, padding, padding_after, dilation)
+    )
     check(min(size, default=1) > 0, op, f"the kernel {list(weight.shape[2:])} is larger than the padded input")
     return [(input.shape[0], weight.shape[0]) + size]
 
 
 @register_kernel("torchedge_fused::conv_bn_act.out", shape=_conv_bn_act_shape)
-def conv_bn_act(input, weight, bias, stride, padding, padding_after, dilation, groups, bn_weight, bn_bias,
-                bn_mean, bn_var, eps, activation, low, high, out):
+def conv_bn_act(
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    padding_after,
+    dilation,
+    groups,
+    bn_weight,
+    bn_bias,
+    bn_mean,
+    bn_var,
+    eps,
+    activation,
+    low,
+    high,
+    out,
+):
     """``activation(batch_norm(convolution(pad(input))))``: ``padding`` and ``padding_after`` are
     the zeros before and after the input along each spatial dim; the batch norm is skipped
     when ``bn_mean`` is None."""
     op = f"{NAMESPACE}::conv_bn_act.out"
     dtype = _check_float(op, input, weight, bias, out)
     spatial = weight.ndim - 2
-    check(1 <= spatial <= 3 and input.ndim == spatial + 2, op,
-          f"expects a batched input and a weight of one spatial rank, got {list(input.shape)} and "
-          f"{list(weight.shape)}")
-    check(len(stride) == len(padding) == len(padding_after) == len(dilation) == spatial, op,
-          f"stride {list(stride)}, padding {list(padding)}, padding_after {list(padding_after)} and dilation "
-          f"{list(dilation)} must have {spatial} values each")
-    check(activation in ACTIVATIONS and activation not in ("gelu", "silu"), op,
-          f"activation must be 'none', 'relu' or 'hardtanh', got {activation!r}")
+    check(
+        1 <= spatial <= 3 and input.ndim == spatial + 2,
+        op,
+        f"expects a batched input and a weight of one spatial rank, got {list(input.shape)} and {list(weight.shape)}",
+    )
+    check(
+        len(stride) == len(padding) == len(padding_after) == len(dilation) == spatial,
+        op,
+        f"stride {list(stride)}, padding {list(padding)}, padding_after {list(padding_after)} and dilation "
+        f"{list(dilation)} must have {spatial} values each",
+    )
+    check(
+        activation in ACTIVATIONS and activation not in ("gelu", "silu"),
+        op,
+        f"activation must be 'none', 'relu' or 'hardtanh', got {activation!r}",
+    )
     if bn_mean is not None:
         check(bn_var is not None, op, "a batch norm needs both its running mean and variance")
         weight, bias = _folded(weight, bias, bn_weight, bn_bias, bn_mean, bn_var, eps, dtype)
-    conv_forward(input, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups, out,
-                 padding_after=tuple(padding_after))
+    conv_forward(
+        input,
+        weight,
+        bias,
+        tuple(stride),
+        tuple(padding),
+        tuple(dilation),
+        groups,
+        out,
+        padding_after=tuple(padding_after),
+    )
     _activate(out, activation, low, high)
 
 
@@ -220,11 +293,19 @@ def linear_act(input, weight, bias, activation, out):
     operands: the weight is already transposed)."""
     op = f"{NAMESPACE}::linear_act.out"
     dtype = _check_float(op, input, weight, bias, out)
-    check(input.ndim == 2 and weight.ndim == 2 and input.shape[1] == weight.shape[0]
-          and out.shape == (input.shape[0], weight.shape[1]), op,
-          f"shapes {list(input.shape)} @ {list(weight.shape)} do not give out's {list(out.shape)}")
-    check(activation in ACTIVATIONS and activation != "hardtanh", op,
-          f"activation must be 'none', 'relu', 'gelu' or 'silu', got {activation!r}")
+    check(
+        input.ndim == 2
+        and weight.ndim == 2
+        and input.shape[1] == weight.shape[0]
+        and out.shape == (input.shape[0], weight.shape[1]),
+        op,
+        f"shapes {list(input.shape)} @ {list(weight.shape)} do not give out's {list(out.shape)}",
+    )
+    check(
+        activation in ACTIVATIONS and activation != "hardtanh",
+        op,
+        f"activation must be 'none', 'relu', 'gelu' or 'silu', got {activation!r}",
+    )
     target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
     np.matmul(input, weight, out=target)
     with quiet():

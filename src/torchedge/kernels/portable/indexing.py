@@ -8,18 +8,32 @@ import numpy as np
 from torchedge.kernels.allocator import allocate_output
 from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype
 from torchedge.kernels.portable.common import check, quiet, wrap_dim, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import broadcast_inputs, broadcast_shapes, replaced, same_as
+from torchedge.kernels.registry import register_kernel
 
-__all__ = ["index_key", "index", "index_select", "gather", "embedding", "embedding_bag", "embedding_dense_backward",
-           "nonzero", "masked_select", "masked_fill", "tril"]
+__all__ = [
+    "index_key",
+    "index",
+    "index_select",
+    "gather",
+    "embedding",
+    "embedding_bag",
+    "embedding_dense_backward",
+    "nonzero",
+    "masked_select",
+    "masked_fill",
+    "tril",
+]
 
 
 def _check_indices(op: str, index: np.ndarray, size: int, negative_ok: bool = False) -> None:
     if index.size:
         low, high = int(index.min()), int(index.max())
-        check((-size if negative_ok else 0) <= low and high < size, op,
-              f"index {low if low < 0 else high} is out of bounds for dimension of size {size}")
+        check(
+            (-size if negative_ok else 0) <= low and high < size,
+            op,
+            f"index {low if low < 0 else high} is out of bounds for dimension of size {size}",
+        )
 
 
 def index_key(op: str, self: np.ndarray, indices) -> tuple:
@@ -33,9 +47,13 @@ def index_key(op: str, self: np.ndarray, indices) -> tuple:
             key.append(slice(None))
             axis += 1
         elif idx.dtype == np.uint8 or idx.dtype == BOOL:  # a uint8 index is a (legacy) mask
-            covered = self.shape[axis:axis + idx.ndim]
-            check(idx.shape == covered, op, f"the mask of shape {list(idx.shape)} does not match the indexed "
-                                            f"tensor's dims {list(covered)} starting at dim {axis}")
+            covered = self.shape[axis : axis + idx.ndim]
+            check(
+                idx.shape == covered,
+                op,
+                f"the mask of shape {list(idx.shape)} does not match the indexed "
+                f"tensor's dims {list(covered)} starting at dim {axis}",
+            )
             key.append(idx.astype(BOOL, copy=False))
             axis += idx.ndim
         else:
@@ -72,9 +90,13 @@ def index_shape(op: str, shape: tuple, indices) -> tuple:
             continue
         separated = separated or bool(after)
         if _is_mask(index):
-            covered = shape[axis:axis + index.ndim]
-            check(index.shape == covered, op, f"the mask of shape {list(index.shape)} does not match the indexed "
-                                              f"tensor's dims {list(covered)} starting at dim {axis}")
+            covered = shape[axis : axis + index.ndim]
+            check(
+                index.shape == covered,
+                op,
+                f"the mask of shape {list(index.shape)} does not match the indexed "
+                f"tensor's dims {list(covered)} starting at dim {axis}",
+            )
             indexed.append((int(np.count_nonzero(index)),))
             axis += index.ndim
         else:
@@ -136,8 +158,11 @@ def gather(self, dim, index, sparse_grad, out):
         index, out = index.reshape(1), out.reshape(1)
     axis = wrap_dim(dim, self.ndim, op)
     check(index.ndim == self.ndim, op, f"index has {index.ndim} dims, self has {self.ndim}")
-    check(all(i <= s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != axis), op,
-          f"index shape {list(index.shape)} exceeds self shape {list(self.shape)} outside dim {dim}")
+    check(
+        all(i <= s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != axis),
+        op,
+        f"index shape {list(index.shape)} exceeds self shape {list(self.shape)} outside dim {dim}",
+    )
     _check_indices(op, index, self.shape[axis])
     window = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
     write(out, np.take_along_axis(self[window], index.astype(np.intp, copy=False), axis=axis))
@@ -164,8 +189,11 @@ def _bags(op: str, offsets: np.ndarray, count: int, num_bags: int) -> np.ndarray
     to the end (with include_last_offset, ATen's reading when offsets[-1] != count)."""
     starts = offsets.reshape(-1)[:num_bags].astype(np.int64)
     if count and num_bags:
-        check(bool(starts[0] == 0 and np.all(np.diff(starts) >= 0) and starts[-1] <= count), op,
-              f"offsets must start at 0 and not decrease up to the {count} indices, got {starts.tolist()}")
+        check(
+            bool(starts[0] == 0 and np.all(np.diff(starts) >= 0) and starts[-1] <= count),
+            op,
+            f"offsets must start at 0 and not decrease up to the {count} indices, got {starts.tolist()}",
+        )
     return np.clip(np.searchsorted(starts, np.arange(count), side="right") - 1, 0, max(num_bags - 1, 0))
 
 
@@ -185,15 +213,32 @@ def _bag_max(rows, bag, picked, num_bags):
 _FAST_SUM_DTYPES = ("float32", "float16", "bfloat16")
 
 
-def _embedding_bag_shape(op: str, weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
-                         include_last_offset, padding_idx, out0, out1, out2, out3) -> list[tuple]:
+def _embedding_bag_shape(
+    op: str,
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights,
+    include_last_offset,
+    padding_idx,
+    out0,
+    out1,
+    out2,
+    out3,
+) -> list[tuple]:
     """ATen's four outputs: the bags' rows; the bag of each index (empty on the fast path
     of sum-mode bags over float, half or bfloat16 weights without padding_idx); the bag
     sizes; the max rows' indices (mode 2), else the bag sizes' shape. ``_embedding_bag``
     sizes bags per bag, the forward-only variant per offset in sum mode."""
-    check(weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1, op,
-          f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
-          f"{list(indices.shape)}, {list(offsets.shape)}")
+    check(
+        weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1,
+        op,
+        f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
+        f"{list(indices.shape)}, {list(offsets.shape)}",
+    )
     bags = offsets.shape[0] - bool(include_last_offset)
     check(bags >= 0, op, "include_last_offset needs at least one offset")
     rows = (bags, weight.shape[1])
@@ -203,16 +248,32 @@ def _embedding_bag_shape(op: str, weight, indices, offsets, scale_grad_by_freq, 
 
 
 @register_kernel("aten::_embedding_bag.out", "aten::_embedding_bag_forward_only.out", shape=_embedding_bag_shape)
-def embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
-                  include_last_offset, padding_idx, out0, out1, out2, out3):
+def embedding_bag(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq,
+    mode,
+    sparse,
+    per_sample_weights,
+    include_last_offset,
+    padding_idx,
+    out0,
+    out1,
+    out2,
+    out3,
+):
     """Sum (mode 0, optionally weighted per index), mean (1) or max (2) of the weight rows of
     each bag; padding_idx rows are left out, empty bags give zeros. The other outs are the
     bag of each index (when planned non-empty), the bag sizes (mode 1, 2) and the indices of
     the max rows (mode 2; mode 1 repeats the bag sizes)."""
     op = "aten::_embedding_bag.out"
-    check(weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1, op,
-          f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
-          f"{list(indices.shape)}, {list(offsets.shape)}")
+    check(
+        weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1,
+        op,
+        f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
+        f"{list(indices.shape)}, {list(offsets.shape)}",
+    )
     check(mode in (0, 1, 2), op, f"mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
     check(per_sample_weights is None or mode == 0, op, "per_sample_weights are only supported with mode 0 (sum)")
     _check_indices(op, indices, weight.shape[0])
@@ -239,8 +300,9 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, pe
     write(out3, max_indices)
 
 
-def _embedding_dense_backward_shape(op: str, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq,
-                                    out) -> list[tuple]:
+def _embedding_dense_backward_shape(
+    op: str, grad_output, indices, num_weights, padding_idx, scale_grad_by_freq, out
+) -> list[tuple]:
     check(grad_output.ndim > 0, op, "grad_output must have a feature dim")
     return [(num_weights, grad_output.shape[-1])]
 

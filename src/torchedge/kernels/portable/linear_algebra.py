@@ -6,8 +6,8 @@ import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import as_scalar, check, fail, finish, quiet
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import broadcast_shapes
+from torchedge.kernels.registry import register_kernel
 
 __all__ = ["matmul_into", "product_shape", "mm", "bmm", "addmm"]
 
@@ -78,8 +78,11 @@ def bmm(self, mat2, out):
 def _addmm_shape(op: str, self, mat1, mat2, beta, alpha, out) -> list[tuple]:
     """``beta * self + alpha * (mat1 @ mat2)``: self broadcasts to the product's shape."""
     shape = product_shape(op, mat1.shape, mat2.shape, 2)
-    check(broadcast_shapes(op, self.shape, shape) == shape, op,
-          f"self of shape {list(self.shape)} cannot be broadcast to the product's shape {list(shape)}")
+    check(
+        broadcast_shapes(op, self.shape, shape) == shape,
+        op,
+        f"self of shape {list(self.shape)} cannot be broadcast to the product's shape {list(shape)}",
+    )
     return [shape]
 
 

@@ -8,11 +8,18 @@ import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import masked
+from torchedge.kernels.registry import register_kernel
 
-__all__ = ["batch_norm_no_training", "layer_norm", "batch_norm", "batch_norm_no_stats", "group_norm",
-           "layer_norm_backward", "group_norm_backward"]
+__all__ = [
+    "batch_norm_no_training",
+    "layer_norm",
+    "batch_norm",
+    "batch_norm_no_stats",
+    "group_norm",
+    "layer_norm_backward",
+    "group_norm_backward",
+]
 
 
 def _batch_norm_outputs(op: str, input, training: bool) -> list[tuple]:
@@ -23,8 +30,9 @@ def _batch_norm_outputs(op: str, input, training: bool) -> list[tuple]:
     return [input.shape, stats, stats]
 
 
-def _batch_norm_no_training_shape(op: str, input, weight, bias, running_mean, running_var, momentum, eps, out0, out1,
-                                  out2) -> list[tuple]:
+def _batch_norm_no_training_shape(
+    op: str, input, weight, bias, running_mean, running_var, momentum, eps, out0, out1, out2
+) -> list[tuple]:
     return _batch_norm_outputs(op, input, False)
 
 
@@ -36,8 +44,11 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
     op = "aten::_native_batch_norm_legit_no_training.out"
     check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
     channels = input.shape[1]
-    check(running_mean.shape == (channels,) and running_var.shape == (channels,), op,
-          f"running stats must have shape [{channels}], got {list(running_mean.shape)} and {list(running_var.shape)}")
+    check(
+        running_mean.shape == (channels,) and running_var.shape == (channels,),
+        op,
+        f"running stats must have shape [{channels}], got {list(running_mean.shape)} and {list(running_var.shape)}",
+    )
     acc = accumulate_dtype(result_type(input, running_mean))
     with quiet():
         scale = 1 / np.sqrt(running_var.astype(acc) + eps)
@@ -60,15 +71,18 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
 
 def _check_normalized_shape(op: str, input, normalized_shape) -> int:
     k = len(normalized_shape)
-    check(0 < k <= input.ndim and input.shape[input.ndim - k:] == tuple(normalized_shape), op,
-          f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}")
+    check(
+        0 < k <= input.ndim and input.shape[input.ndim - k :] == tuple(normalized_shape),
+        op,
+        f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}",
+    )
     return k
 
 
 def _layer_norm_shape(op: str, input, normalized_shape, weight, bias, eps, out0, out1, out2) -> list[tuple]:
     """The output, and mean and rstd shaped like the input with the normalized dims set to 1."""
     k = _check_normalized_shape(op, input, normalized_shape)
-    stats = input.shape[:input.ndim - k] + (1,) * k
+    stats = input.shape[: input.ndim - k] + (1,) * k
     return [input.shape, stats, stats]
 
 
@@ -78,8 +92,11 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     (biased variance), shaped like the input with those dims set to 1."""
     op = "aten::native_layer_norm.out"
     k = len(normalized_shape)
-    check(0 < k <= input.ndim and tuple(input.shape[input.ndim - k:]) == tuple(normalized_shape), op,
-          f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}")
+    check(
+        0 < k <= input.ndim and tuple(input.shape[input.ndim - k :]) == tuple(normalized_shape),
+        op,
+        f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}",
+    )
     if input.size == 0:
         return
     rows = input.shape[: input.ndim - k]
@@ -114,28 +131,41 @@ def _per_channel(values, ndim):
     return values.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-def _batch_norm_shape(op: str, input, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean,
-                      save_invstd) -> list[tuple]:
+def _batch_norm_shape(
+    op: str, input, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean, save_invstd
+) -> list[tuple]:
     return _batch_norm_outputs(op, input, training)
 
 
 @register_kernel("aten::_native_batch_norm_legit.out", shape=_batch_norm_shape)
-def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean,
-               save_invstd):
+def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, out, save_mean, save_invstd):
     """Training: normalise with the batch statistics of every channel (dim 1), save them
     (mean and 1 / sqrt(biased var + eps)) and move the running stats in place toward them
     (``running = (1 - momentum) * running + momentum * batch``, with the unbiased variance).
     Inference: `batch_norm_no_training` with the running stats, saved stats left empty."""
     if not training:
-        batch_norm_no_training(input, weight, bias, running_mean, running_var, momentum, eps, out, save_mean,
-                               save_invstd)
+        batch_norm_no_training(
+            input, weight, bias, running_mean, running_var, momentum, eps, out, save_mean, save_invstd
+        )
         return
-    _batch_norm_training("aten::_native_batch_norm_legit.out", input, weight, bias, running_mean, running_var,
-                         momentum, eps, out, save_mean, save_invstd)
+    _batch_norm_training(
+        "aten::_native_batch_norm_legit.out",
+        input,
+        weight,
+        bias,
+        running_mean,
+        running_var,
+        momentum,
+        eps,
+        out,
+        save_mean,
+        save_invstd,
+    )
 
 
-def _batch_norm_no_stats_shape(op: str, input, weight, bias, training, momentum, eps, out, save_mean,
-                               save_invstd) -> list[tuple]:
+def _batch_norm_no_stats_shape(
+    op: str, input, weight, bias, training, momentum, eps, out, save_mean, save_invstd
+) -> list[tuple]:
     return _batch_norm_outputs(op, input, True)  # without running stats only training is defined
 
 
@@ -147,8 +177,9 @@ def batch_norm_no_stats(input, weight, bias, training, momentum, eps, out, save_
     _batch_norm_training(op, input, weight, bias, None, None, momentum, eps, out, save_mean, save_invstd)
 
 
-def _batch_norm_training(op, input, weight, bias, running_mean, running_var, momentum, eps, out, save_mean,
-                         save_invstd):
+def _batch_norm_training(
+    op, input, weight, bias, running_mean, running_var, momentum, eps, out, save_mean, save_invstd
+):
     check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
     channels = input.shape[1]
     count = input.size // max(channels, 1)
@@ -177,8 +208,11 @@ def _batch_norm_training(op, input, weight, bias, running_mean, running_var, mom
 
 def _group_norm_shape(op: str, input, weight, bias, N, C, HxW, group, eps, out0, out1, out2) -> list[tuple]:
     """The output, and (N, group) mean and rstd."""
-    check(input.shape[:2] == (N, C) and input.size == N * C * HxW, op,
-          f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}")
+    check(
+        input.shape[:2] == (N, C) and input.size == N * C * HxW,
+        op,
+        f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}",
+    )
     return [input.shape, (N, group), (N, group)]
 
 
@@ -187,8 +221,11 @@ def group_norm(input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):
     """Normalise each of ``group`` channel groups of every sample over its channels and
     positions; out1/out2 get the (N, group) mean and 1 / sqrt(biased var + eps)."""
     op = "aten::native_group_norm.out"
-    check(input.shape[:2] == (N, C) and input.size == N * C * HxW, op,
-          f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}")
+    check(
+        input.shape[:2] == (N, C) and input.size == N * C * HxW,
+        op,
+        f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}",
+    )
     check(group > 0 and C % group == 0, op, f"the channels ({C}) must divide into {group} groups")
     if input.size == 0:
         return
@@ -213,8 +250,9 @@ def group_norm(input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):
     write(out2, rstd.reshape(N, group))
 
 
-def _layer_norm_backward_shape(op: str, grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, out0,
-                               out1, out2) -> list[tuple]:
+def _layer_norm_backward_shape(
+    op: str, grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask, out0, out1, out2
+) -> list[tuple]:
     """Gradients shaped like the input, the weight and the bias (both normalized_shape)."""
     _check_normalized_shape(op, input, normalized_shape)
     return masked(output_mask, [input.shape, tuple(normalized_shape), tuple(normalized_shape)])
@@ -227,8 +265,11 @@ def layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, b
     ``g = grad_out * weight``, ``dweight = sum(grad_out * xhat)``, ``dbias = sum(grad_out)``."""
     op = "aten::native_layer_norm_backward.out"
     k = len(normalized_shape)
-    check(0 < k <= input.ndim and tuple(input.shape[input.ndim - k:]) == tuple(normalized_shape), op,
-          f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}")
+    check(
+        0 < k <= input.ndim and tuple(input.shape[input.ndim - k :]) == tuple(normalized_shape),
+        op,
+        f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}",
+    )
     width = math.prod(normalized_shape)
     acc = accumulate_dtype(input.dtype)
     dy = grad_out.reshape(-1, width).astype(acc, copy=False)
@@ -250,8 +291,9 @@ def _normalized_grad(g, xhat, rstd, axis):
     return rstd * (g - mean_g - xhat * mean_gx)
 
 
-def _group_norm_backward_shape(op: str, grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, out0, out1,
-                               out2) -> list[tuple]:
+def _group_norm_backward_shape(
+    op: str, grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, out0, out1, out2
+) -> list[tuple]:
     """Gradients shaped like the input, the weight and the bias (both (C,))."""
     check(input.shape[:2] == (N, C), op, f"input shape {list(input.shape)} does not match N={N}, C={C}")
     return masked(output_mask, [input.shape, (C,), (C,)])
@@ -261,13 +303,16 @@ def _group_norm_backward_shape(op: str, grad_out, input, mean, rstd, weight, N, 
 def group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask, out0, out1, out2):
     """Gradients of `group_norm` for the outs that ``output_mask`` asks for."""
     op = "aten::native_group_norm_backward.out"
-    check(input.shape[:2] == (N, C) and input.size == N * C * HxW and C % group == 0, op,
-          f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}, group={group}")
+    check(
+        input.shape[:2] == (N, C) and input.size == N * C * HxW and C % group == 0,
+        op,
+        f"input shape {list(input.shape)} does not match N={N}, C={C}, HxW={HxW}, group={group}",
+    )
     acc = accumulate_dtype(input.dtype)
     dy = grad_out.reshape(N, C, HxW).astype(acc, copy=False)
     with quiet():
         stats = (mean.reshape(N, group, 1, 1).astype(acc), rstd.reshape(N, group, 1, 1).astype(acc))
-        xhat = ((input.reshape(N, group, C // group, HxW).astype(acc, copy=False) - stats[0]) * stats[1])
+        xhat = (input.reshape(N, group, C // group, HxW).astype(acc, copy=False) - stats[0]) * stats[1]
         xhat = xhat.reshape(N, C, HxW)
         if output_mask[0]:
             g = dy if weight is None else dy * weight.reshape(1, C, 1).astype(acc)

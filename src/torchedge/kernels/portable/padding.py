@@ -29,24 +29,35 @@ def pad_indices(size: int, before: int, after: int, mode: str) -> np.ndarray:
 
 def pad(op: str, mode: str, dims: int, x: np.ndarray, padding, out: np.ndarray) -> None:
     check(len(padding) == 2 * dims, op, f"padding must have {2 * dims} values, got {list(padding)}")
-    check(x.ndim in (dims + 1, dims + 2) and all(n > 0 for n in x.shape[1:]), op,
-          f"expected a non-empty {dims + 1}-D or {dims + 2}-D input, got shape {list(x.shape)}")
+    check(
+        x.ndim in (dims + 1, dims + 2) and all(n > 0 for n in x.shape[1:]),
+        op,
+        f"expected a non-empty {dims + 1}-D or {dims + 2}-D input, got shape {list(x.shape)}",
+    )
     lead = x.ndim - dims
     amounts = [(padding[2 * (dims - 1 - d)], padding[2 * (dims - 1 - d) + 1]) for d in range(dims)]
     maps = []
     for d, (before, after) in enumerate(amounts):
         size = x.shape[lead + d]
         if mode == "reflect":
-            check(max(before, after) < size, op,
-                  f"padding ({before}, {after}) must be less than the size ({size}) of dim {d - dims}")
+            check(
+                max(before, after) < size,
+                op,
+                f"padding ({before}, {after}) must be less than the size ({size}) of dim {d - dims}",
+            )
         check(size + before + after > 0, op, f"padding ({before}, {after}) leaves nothing of size {size}")
         maps.append(pad_indices(size, before, after, mode))
-    check(out.shape == x.shape[:lead] + tuple(len(m) for m in maps), op,
-          f"out has shape {list(out.shape)}, expected {list(x.shape[:lead]) + [len(m) for m in maps]}")
+    check(
+        out.shape == x.shape[:lead] + tuple(len(m) for m in maps),
+        op,
+        f"out has shape {list(out.shape)}, expected {list(x.shape[:lead]) + [len(m) for m in maps]}",
+    )
     inner = [(max(b, 0), max(b, 0) + len(m) - max(b, 0) - max(a, 0)) for (b, a), m in zip(amounts, maps)]
-    borders_read_inside = all(((m[:start] + b >= start) & (m[:start] + b < stop)).all() and
-                              ((m[stop:] + b >= start) & (m[stop:] + b < stop)).all()
-                              for (b, _), m, (start, stop) in zip(amounts, maps, inner))
+    borders_read_inside = all(
+        ((m[:start] + b >= start) & (m[:start] + b < stop)).all()
+        and ((m[stop:] + b >= start) & (m[stop:] + b < stop)).all()
+        for (b, _), m, (start, stop) in zip(amounts, maps, inner)
+    )
     if not borders_read_inside:  # a crop removed what a border mirrors: gather everything at once
         index = [slice(None)] * lead + [m.reshape((-1,) + (1,) * (dims - 1 - d)) for d, m in enumerate(maps)]
         write(out, x[tuple(index)])
@@ -59,8 +70,9 @@ def pad(op: str, mode: str, dims: int, x: np.ndarray, padding, out: np.ndarray) 
         region = out[(Ellipsis,) + middle[:d] + (slice(None),) + (slice(None),) * (dims - 1 - d)]
         for border in (slice(0, start), slice(stop, len(m))):
             if border.stop > border.start:
-                region[(Ellipsis, border) + (slice(None),) * (dims - 1 - d)] = \
-                    np.take(region, m[border] + before, axis=region.ndim - dims + d)
+                region[(Ellipsis, border) + (slice(None),) * (dims - 1 - d)] = np.take(
+                    region, m[border] + before, axis=region.ndim - dims + d
+                )
 
 
 def _border_pad_shape(dims: int):
@@ -69,8 +81,11 @@ def _border_pad_shape(dims: int):
 
     def border_pad(op: str, self, padding, out) -> list[tuple]:
         check(len(padding) == 2 * dims, op, f"padding must have {2 * dims} values, got {list(padding)}")
-        check(self.ndim in (dims + 1, dims + 2), op,
-              f"expected a {dims + 1}-D or {dims + 2}-D input, got shape {list(self.shape)}")
+        check(
+            self.ndim in (dims + 1, dims + 2),
+            op,
+            f"expected a {dims + 1}-D or {dims + 2}-D input, got shape {list(self.shape)}",
+        )
         shape = padded(op, self.shape, padding)
         check(min(shape[-dims:]) > 0, op, f"padding {list(padding)} leaves nothing of input shape {list(self.shape)}")
         return [shape]
@@ -82,7 +97,7 @@ def _pad_kernel(op: str, mode: str, dims: int):
     def kernel(self, padding, out):
         pad(op, mode, dims, self, padding, out)
 
-    kernel.__name__ = op[len("aten::"):].split(".")[0]
+    kernel.__name__ = op[len("aten::") :].split(".")[0]
     kernel.__doc__ = f"{kernel.__name__.split('_')[0].capitalize()} padding of the last {dims} dim(s)."
     return register_kernel(op, shape=_border_pad_shape(dims))(kernel)
 

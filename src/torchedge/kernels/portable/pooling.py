@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -35,9 +36,24 @@ from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.windows import Taps, output_size, rows_view, workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["max_pool_with_indices", "avg_pool", "adaptive_avg_pool", "pool_geometry", "pool_windows",
-           "averaging_matrix", "small_matrix", "adaptive_bounds", "pool_divisors", "matmul_along", "range_sums",
-           "map_dims", "shrinking_first", "batched", "check_nonempty", "check_window_fits"]
+__all__ = [
+    "max_pool_with_indices",
+    "avg_pool",
+    "adaptive_avg_pool",
+    "pool_geometry",
+    "pool_windows",
+    "averaging_matrix",
+    "small_matrix",
+    "adaptive_bounds",
+    "pool_divisors",
+    "matmul_along",
+    "range_sums",
+    "map_dims",
+    "shrinking_first",
+    "batched",
+    "check_nonempty",
+    "check_window_fits",
+]
 
 # Windows reaching at most this many taps of the input are reduced tap by tap, when the
 # padded layout of `Taps` holds at most `_DIRECT_LAYOUT` times the input and output elements.
@@ -50,22 +66,29 @@ _ADAPTIVE_MATRIX = 16
 
 def batched(op, x, dims, *outs):
     """Unbatched (C, *spatial) inputs and their outs gain a batch dim; returns the views."""
-    check(x.ndim in (dims + 1, dims + 2), op, f"expected a {dims + 1}-D or {dims + 2}-D input, got shape "
-                                              f"{list(x.shape)}")
+    check(
+        x.ndim in (dims + 1, dims + 2), op, f"expected a {dims + 1}-D or {dims + 2}-D input, got shape {list(x.shape)}"
+    )
     return (x, *outs) if x.ndim == dims + 2 else (x[None], *(o[None] for o in outs))
 
 
 def check_nonempty(op, x, dims: int) -> None:
     """ATen pools only inputs whose channel and spatial dims are non-empty (the batch may be)."""
-    check(0 not in x.shape[-dims - 1:], op, f"expected an input with non-empty dims other than the batch dim, got "
-                                            f"shape {list(x.shape)}")
+    check(
+        0 not in x.shape[-dims - 1 :],
+        op,
+        f"expected an input with non-empty dims other than the batch dim, got shape {list(x.shape)}",
+    )
 
 
 def check_window_fits(op, x, dims: int, kernel: tuple) -> None:
     """ATen's 3-d average pooling (only it) refuses inputs smaller than the kernel, padding aside."""
     if dims == 3:
-        check(all(n >= k for n, k in zip(x.shape[-3:], kernel)), op,
-              f"input image {list(x.shape[-3:])} is smaller than the kernel size {list(kernel)}")
+        check(
+            all(n >= k for n, k in zip(x.shape[-3:], kernel)),
+            op,
+            f"input image {list(x.shape[-3:])} is smaller than the kernel size {list(kernel)}",
+        )
 
 
 def pool_geometry(op, x, dims, kernel_size, stride, padding, dilation, ceil_mode):
@@ -75,10 +98,16 @@ def pool_geometry(op, x, dims, kernel_size, stride, padding, dilation, ceil_mode
     stride = pair(stride, dims, "stride", op) if len(stride) else kernel
     padding = pair(padding, dims, "padding", op)
     dilation = pair(dilation, dims, "dilation", op)
-    check(min(kernel) > 0 and min(stride) > 0 and min(dilation) > 0 and min(padding) >= 0, op,
-          f"kernel_size {list(kernel)}, stride {list(stride)} and dilation {list(dilation)} must be positive")
-    check(all(2 * p <= k for p, k in zip(padding, kernel)), op,  # ATen's shape check: not the dilated size
-          f"padding {list(padding)} must be at most half of the kernel size {list(kernel)}")
+    check(
+        min(kernel) > 0 and min(stride) > 0 and min(dilation) > 0 and min(padding) >= 0,
+        op,
+        f"kernel_size {list(kernel)}, stride {list(stride)} and dilation {list(dilation)} must be positive",
+    )
+    check(
+        all(2 * p <= k for p, k in zip(padding, kernel)),
+        op,  # ATen's shape check: not the dilated size
+        f"padding {list(padding)} must be at most half of the kernel size {list(kernel)}",
+    )
     size = tuple(output_size(*args, ceil_mode) for args in zip(x.shape[-dims:], kernel, stride, padding, dilation))
     check(min(size) > 0, op, f"the output size {list(size)} is too small for input {list(x.shape)}")
     return kernel, stride, padding, dilation, size
@@ -140,7 +169,9 @@ class _Windows:
 
 
 @functools.lru_cache(maxsize=256)
-def pool_windows(spatial: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, size: tuple) -> _Windows:
+def pool_windows(
+    spatial: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, size: tuple
+) -> _Windows:
     axes = tuple(_axis(*args) for args in zip(spatial, kernel, stride, padding, dilation, size))
     return _Windows(axes, _direct(axes))
 
@@ -177,8 +208,16 @@ class _Direct:
     tap_offsets: np.ndarray
 
     def taps(self, x: np.ndarray, value, dtype) -> Taps:
-        return Taps(x[(slice(None), slice(None)) + self.crop], self.kernel, self.stride, self.padding, self.dilation,
-                    self.base.shape, value, dtype)
+        return Taps(
+            x[(slice(None), slice(None)) + self.crop],
+            self.kernel,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.base.shape,
+            value,
+            dtype,
+        )
 
 
 def _direct(axes: tuple) -> _Direct | None:
@@ -189,16 +228,24 @@ def _direct(axes: tuple) -> _Direct | None:
     out = tuple(len(a.start) for a in axes)
     # One window per dim: any stride will do, and one spanning the window makes every tap a single value.
     stride = tuple(a.stride if o > 1 else a.dilation * (len(a.taps) - 1) + 1 for a, o in zip(axes, out))
-    layout = math.prod(s * -(-((o - 1) * s + a.dilation * (len(a.taps) - 1) + 1) // s)
-                       for a, o, s in zip(axes, out, stride))
+    layout = math.prod(
+        s * -(-((o - 1) * s + a.dilation * (len(a.taps) - 1) + 1) // s) for a, o, s in zip(axes, out, stride)
+    )
     spatial = tuple(a.size for a in axes)
     if layout > _DIRECT_LAYOUT * (math.prod(spatial) + math.prod(out)):
         return None
     first = [a.start + a.taps.start * a.dilation for a in axes]  # the first tap that reaches the input
     base = _flat_index(first, spatial)
     tap_offsets = _flat_index([np.arange(len(a.taps)) * a.dilation for a in axes], spatial).ravel()
-    return _Direct(tuple(slice(max(int(f[0]), 0), None) for f in first), tuple(len(a.taps) for a in axes), stride,
-                   tuple(max(-int(f[0]), 0) for f in first), tuple(a.dilation for a in axes), base, tap_offsets)
+    return _Direct(
+        tuple(slice(max(int(f[0]), 0), None) for f in first),
+        tuple(len(a.taps) for a in axes),
+        stride,
+        tuple(max(-int(f[0]), 0) for f in first),
+        tuple(a.dilation for a in axes),
+        base,
+        tap_offsets,
+    )
 
 
 def _target(out, taps, dtype):
@@ -253,7 +300,7 @@ def _sum_direct(x: np.ndarray, direct: _Direct, dtype, divide, out) -> None:
     result = _target(out, taps, dtype)
     total = workspace("blocks", (taps.blocks()[0].stop * taps.pitch,), dtype)
     for rows in taps.blocks():
-        block = total[:taps.run_length(rows)]
+        block = total[: taps.run_length(rows)]
         np.copyto(block, taps.run(0, rows))
         for t in range(1, taps.count):
             block += taps.run(t, rows)
@@ -307,13 +354,13 @@ def _laid_out(x: np.ndarray, blocks: _Blocks, dilation: int, identity) -> np.nda
     pre, n, post = x.shape
     r, m, pitch = blocks.residues, blocks.length, blocks.pitch
     slots = np.empty((pre, r * pitch + blocks.block, post), x.dtype)
-    rows = slots[:, :r * pitch].reshape(pre, r, pitch, post)
+    rows = slots[:, : r * pitch].reshape(pre, r, pitch, post)
     full = (m - 1) * dilation  # the inputs of the complete columns
-    rows[:, :, :m - 1] = x[:, :full].reshape(pre, m - 1, dilation, post).transpose(0, 2, 1, 3)[:, :r]
-    rows[:, :n - full, m - 1] = x[:, full:]
-    rows[:, n - full:, m - 1] = identity
+    rows[:, :, : m - 1] = x[:, :full].reshape(pre, m - 1, dilation, post).transpose(0, 2, 1, 3)[:, :r]
+    rows[:, : n - full, m - 1] = x[:, full:]
+    rows[:, n - full :, m - 1] = identity
     rows[:, :, m:] = identity
-    slots[:, r * pitch:] = identity
+    slots[:, r * pitch :] = identity
     return slots.reshape(pre, -1, blocks.block, post)
 
 
@@ -356,8 +403,11 @@ def _max_blocks(x: np.ndarray, axis: _Axis, rule: _MaxRule) -> tuple[np.ndarray,
     after = np.concatenate([suffix[:, :, 1:], np.full_like(suffix[:, :, :1], rule.lowest)], axis=2)
     first_kept = np.minimum.accumulate(np.where(rule.beats(after, laid), k, tap)[:, :, ::-1], axis=2)[:, :, ::-1]
     left, right = _at(suffix, blocks.left, k), _at(prefix, blocks.right, k)
-    slot = np.where(rule.beats(right, left), (blocks.right // k * k)[:, None] + _at(last_taken, blocks.right, k),
-                    (blocks.left // k * k)[:, None] + _at(first_kept, blocks.left, k))
+    slot = np.where(
+        rule.beats(right, left),
+        (blocks.right // k * k)[:, None] + _at(last_taken, blocks.right, k),
+        (blocks.left // k * k)[:, None] + _at(first_kept, blocks.left, k),
+    )
     return np.maximum(left, right), blocks.position(slot, axis.dilation)
 
 
@@ -368,13 +418,13 @@ def _reduce(x: np.ndarray, axes, along) -> tuple[np.ndarray, np.ndarray | None]:
     values, index = x, None
     for d in reversed(range(len(axes))):
         shape = values.shape
-        pre, n, post = math.prod(shape[:d + 1]), shape[d + 1], math.prod(shape[d + 2:])
+        pre, n, post = math.prod(shape[: d + 1]), shape[d + 1], math.prod(shape[d + 2 :])
         result, positions = along(values.reshape(pre, n, post), axes[d])
-        reduced = shape[:d + 1] + (result.shape[1],) + shape[d + 2:]
+        reduced = shape[: d + 1] + (result.shape[1],) + shape[d + 2 :]
         if positions is not None:
             np.clip(positions, 0, n - 1, out=positions)  # windows that took nothing: any position in range
             chosen = None if index is None else _gather(index.reshape(pre, n, post), positions)
-            positions *= math.prod(x.shape[d + 2:])
+            positions *= math.prod(x.shape[d + 2 :])
             if chosen is not None:
                 positions += chosen
             index = positions.reshape(reduced)
@@ -399,7 +449,7 @@ def _outer(ufunc, arrays: list) -> np.ndarray:
 
 def _flat_index(coordinates, spatial) -> np.ndarray:
     """Flat offsets ``sum_d coordinate_d * stride_d`` as an outer sum over the dims."""
-    return _outer(np.add, [c * math.prod(spatial[d + 1:]) for d, c in enumerate(coordinates)])
+    return _outer(np.add, [c * math.prod(spatial[d + 1 :]) for d, c in enumerate(coordinates)])
 
 
 # -- the kernels -----------------------------------------------------------------------------
@@ -410,8 +460,9 @@ def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation
     by ATen's rule (`_MaxRule`); padding is never taken."""
     x, out, indices = batched(op, self, dims, out, indices)
     check(category(x.dtype) >= 1, op, f"max pooling is not implemented for {x.dtype}")
-    kernel, stride, padding, dilation, size = pool_geometry(op, x, dims, kernel_size, stride, padding, dilation,
-                                                            ceil_mode)
+    kernel, stride, padding, dilation, size = pool_geometry(
+        op, x, dims, kernel_size, stride, padding, dilation, ceil_mode
+    )
     check(out.shape[-dims:] == size, op, f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
     if out.size == 0:
         return
@@ -423,8 +474,11 @@ def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation
         if windows.direct is not None:
             _max_direct(x, windows.direct, rule, windows.first, acc, out, indices)
             return
-        values, index = _reduce(x.reshape((-1,) + x.shape[2:]).astype(acc, copy=False), windows.axes,
-                                functools.partial(_max_blocks, rule=rule))
+        values, index = _reduce(
+            x.reshape((-1,) + x.shape[2:]).astype(acc, copy=False),
+            windows.axes,
+            functools.partial(_max_blocks, rule=rule),
+        )
         np.copyto(index, np.broadcast_to(windows.first, index.shape), where=values == rule.lowest)
     write(out, values.reshape(out.shape))
     write(indices, index.reshape(indices.shape))
@@ -444,8 +498,9 @@ def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_incl
         return
     integral = category(x.dtype) < 2
     acc = np.dtype(np.int64) if integral else accumulate_dtype(x.dtype)
-    divisor = np.asarray(divisor_override or pool_divisors(tuple(x.shape[2:]), kernel, stride, padding, size,
-                                                          count_include_pad)).astype(acc)
+    divisor = np.asarray(
+        divisor_override or pool_divisors(tuple(x.shape[2:]), kernel, stride, padding, size, count_include_pad)
+    ).astype(acc)
 
     def divide(sums, result):
         if integral:  # C++ integer division truncates toward zero
@@ -483,8 +538,11 @@ def adaptive_avg_pool(op, dims, self, output_size, out):
     check(category(x.dtype) >= 2, op, f"adaptive average pooling is not implemented for {x.dtype}")
     check_nonempty(op, x, dims)
     size = pair(output_size, dims, "output_size", op)
-    check(min(size) > 0 and out.shape[-dims:] == size, op,
-          f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
+    check(
+        min(size) > 0 and out.shape[-dims:] == size,
+        op,
+        f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}",
+    )
     if out.size == 0:
         return
     rows = x.reshape((-1,) + x.shape[2:]).astype(accumulate_dtype(x.dtype), copy=False)
@@ -498,8 +556,8 @@ def map_dims(x: np.ndarray, along, order) -> np.ndarray:
     ``along(d, (pre, n, post) view of x)``."""
     for d in order:
         shape = x.shape
-        result = along(d, x.reshape(math.prod(shape[:d + 1]), shape[d + 1], math.prod(shape[d + 2:])))
-        x = result.reshape(shape[:d + 1] + (result.shape[1],) + shape[d + 2:])
+        result = along(d, x.reshape(math.prod(shape[: d + 1]), shape[d + 1], math.prod(shape[d + 2 :])))
+        x = result.reshape(shape[: d + 1] + (result.shape[1],) + shape[d + 2 :])
     return x
 
 
@@ -539,7 +597,7 @@ def small_matrix(size: int, out_size: int) -> bool:
 
 def matmul_along(x: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
     """``x`` with dim ``axis`` (of size n) replaced by ``matrix`` (m, n) times it."""
-    lead, n, rest = x.shape[:axis], x.shape[axis], x.shape[axis + 1:]
+    lead, n, rest = x.shape[:axis], x.shape[axis], x.shape[axis + 1 :]
     if math.prod(rest) == 1:  # the last dim (but for unit dims): one GEMM over all rows
         return (x.reshape(-1, n) @ matrix.T).reshape(lead + (matrix.shape[0],) + rest)
     return (matrix @ x.reshape(lead + (n, math.prod(rest)))).reshape(lead + (matrix.shape[0],) + rest)
@@ -558,19 +616,24 @@ def averaging_matrix(size: int, out_size: int, dtype) -> np.ndarray:
 
 # Shape functions, called as ``shape(dims, op, *schema arguments)`` (the registry binds op).
 def _check_input(op: str, dims: int, x) -> None:
-    check(x.ndim in (dims + 1, dims + 2), op, f"expected a (N, C, *spatial) or (C, *spatial) input of "
-                                              f"{dims} spatial dims, got shape {list(x.shape)}")
+    check(
+        x.ndim in (dims + 1, dims + 2),
+        op,
+        f"expected a (N, C, *spatial) or (C, *spatial) input of {dims} spatial dims, got shape {list(x.shape)}",
+    )
 
 
-def _max_pool_shape(dims: int, op: str, self, kernel_size, stride, padding, dilation, ceil_mode, out,
-                    indices) -> list[tuple]:
+def _max_pool_shape(
+    dims: int, op: str, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices
+) -> list[tuple]:
     _check_input(op, dims, self)
     *_, size = pool_geometry(op, self, dims, kernel_size, stride, padding, dilation, ceil_mode)
     return [self.shape[:-dims] + size] * 2
 
 
-def _avg_pool_shape(dims: int, op: str, self, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                    divisor_override, out) -> list[tuple]:
+def _avg_pool_shape(
+    dims: int, op: str, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out
+) -> list[tuple]:
     _check_input(op, dims, self)
     kernel, *_, size = pool_geometry(op, self, dims, kernel_size, stride, padding, (1,), ceil_mode)
     check_window_fits(op, self, dims, kernel)
@@ -610,8 +673,18 @@ def _avg_pool1d_shape(op: str, self, kernel_size, stride, padding, ceil_mode, co
 @register_kernel("aten::avg_pool1d.out", shape=_avg_pool1d_shape)
 def avg_pool1d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, out):
     kernel, stride = tuple(kernel_size), tuple(stride) or tuple(kernel_size)
-    avg_pool("aten::avg_pool1d.out", 2, _as_2d(self), (1, *kernel), (1, *stride), (0, *padding),
-             ceil_mode, count_include_pad, None, _as_2d(out))
+    avg_pool(
+        "aten::avg_pool1d.out",
+        2,
+        _as_2d(self),
+        (1, *kernel),
+        (1, *stride),
+        (0, *padding),
+        ceil_mode,
+        count_include_pad,
+        None,
+        _as_2d(out),
+    )
 
 
 @register_kernel("aten::adaptive_avg_pool1d.out", shape=functools.partial(_adaptive_avg_pool_shape, 1))

@@ -10,8 +10,8 @@ import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, is_floating
 from torchedge.kernels.portable.common import check, quiet, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import from_size, same_as
+from torchedge.kernels.registry import register_kernel
 
 __all__ = ["manual_seed", "rand", "randn", "randperm", "native_dropout"]
 

@@ -7,11 +7,31 @@ import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype, category, dtype_from_code, is_floating
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, wrap_dims, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import broadcast_shapes, reduced, same_as
+from torchedge.kernels.registry import register_kernel
 
-__all__ = ["sum_dim", "prod", "prod_dim", "mean_dim", "var", "var_unbiased", "std", "std_unbiased", "max_dim",
-           "min_dim", "max_all", "min_all", "amax", "amin", "any_dim", "argmax", "argmin", "cumsum", "cdist", "pdist"]
+__all__ = [
+    "sum_dim",
+    "prod",
+    "prod_dim",
+    "mean_dim",
+    "var",
+    "var_unbiased",
+    "std",
+    "std_unbiased",
+    "max_dim",
+    "min_dim",
+    "max_all",
+    "min_all",
+    "amax",
+    "amin",
+    "any_dim",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "cdist",
+    "pdist",
+]
 
 
 def _sum_dtype(self: np.ndarray, dtype_code) -> np.dtype:
@@ -53,8 +73,12 @@ def sum_dim(self, dim, keepdim, dtype, out):
 
 def _mean(op, self, axes, keepdim, dtype_code, out):
     dtype = dtype_from_code(dtype_code, self.dtype)
-    check(category(dtype) >= 2, op, f"could not infer the output dtype: the input is {self.dtype}; "
-                                    "mean needs a floating point input or an explicit dtype")
+    check(
+        category(dtype) >= 2,
+        op,
+        f"could not infer the output dtype: the input is {self.dtype}; "
+        "mean needs a floating point input or an explicit dtype",
+    )
     acc = accumulate_dtype(dtype)
     _reduce_into(np.mean, self, axes, keepdim, acc, out, dtype=acc)
 
@@ -72,8 +96,11 @@ def mean(self, dtype, out):
 def _extreme_kernel(op: str, reduce):
     def kernel(self, dim, keepdim, out):
         axes = wrap_dims(dim, self.ndim, op)
-        check(all(self.shape[a] > 0 for a in axes), op, f"cannot reduce over a zero-size dimension (input shape "
-                                                        f"{list(self.shape)}, dim {list(dim)})")
+        check(
+            all(self.shape[a] > 0 for a in axes),
+            op,
+            f"cannot reduce over a zero-size dimension (input shape {list(self.shape)}, dim {list(dim)})",
+        )
         _reduce_into(reduce, self, axes, keepdim, self.dtype, out)  # nan propagates
 
     kernel.__name__ = op.split("::")[1].split(".")[0]
@@ -119,8 +146,11 @@ def _arg_kernel(op: str, reduce):
         if self.ndim == 0:
             write(out, 0)
             return
-        check(self.shape[axis] > 0, op, f"expected reduction dim {dim} to have non-zero size "
-                                        f"(input shape {list(self.shape)})")
+        check(
+            self.shape[axis] > 0,
+            op,
+            f"expected reduction dim {dim} to have non-zero size (input shape {list(self.shape)})",
+        )
         x = self.astype(accumulate_dtype(self.dtype), copy=False)  # NumPy misplaces nan in bfloat16
         write(out, reduce(x, axis=axis, keepdims=keepdim))  # the first nan wins
 
@@ -179,11 +209,14 @@ def _variance_kernel(op: str, root: bool):
     """var/std kernels: the ``.correction_out`` overloads take a correction (None means 1),
     the ``.out`` ones a bool ``unbiased`` (correction 1 or 0)."""
     if op.endswith(".correction_out"):
+
         def kernel(self, dim, correction, keepdim, out):
             _variance(op, self, dim, 1 if correction is None else correction, keepdim, out, root)
     else:
+
         def kernel(self, dim, unbiased, keepdim, out):
             _variance(op, self, dim, int(unbiased), keepdim, out, root)
+
     return register_kernel(op, shape=_reduced_shape(0, 2))(kernel)
 
 
@@ -203,8 +236,11 @@ def _extreme_with_index(op: str, pick):
             write(values, self)
             write(indices, 0)
             return
-        check(self.shape[axis] > 0, op, f"expected reduction dim {dim} to have non-zero size "
-                                        f"(input shape {list(self.shape)})")
+        check(
+            self.shape[axis] > 0,
+            op,
+            f"expected reduction dim {dim} to have non-zero size (input shape {list(self.shape)})",
+        )
         index = np.expand_dims(pick(self.astype(accumulate_dtype(self.dtype), copy=False), axis=axis), axis)
         found = np.take_along_axis(self, index, axis=axis)
         write(values, found if keepdim else np.squeeze(found, axis))
@@ -214,9 +250,11 @@ def _extreme_with_index(op: str, pick):
 
 
 max_dim = register_kernel("aten::max.dim_max", shape=_VALUES_AND_INDICES)(
-    _extreme_with_index("aten::max.dim_max", np.argmax))
+    _extreme_with_index("aten::max.dim_max", np.argmax)
+)
 min_dim = register_kernel("aten::min.dim_min", shape=_VALUES_AND_INDICES)(
-    _extreme_with_index("aten::min.dim_min", np.argmin))
+    _extreme_with_index("aten::min.dim_min", np.argmin)
+)
 
 
 def _extreme_of_all(op: str, reduce):
@@ -249,15 +287,21 @@ def _check_distance_input(op: str, p: float, *tensors) -> None:
     check(p >= 0, op, f"only supports non-negative p values, got {p}")
     for t in tensors:
         check(t.dtype in (np.float32, np.float64), op, f"only supports float32 and float64 inputs, got {t.dtype}")
-    check(all(t.dtype == tensors[0].dtype for t in tensors), op,
-          f"inputs must have the same dtype, got {[str(t.dtype) for t in tensors]}")
+    check(
+        all(t.dtype == tensors[0].dtype for t in tensors),
+        op,
+        f"inputs must have the same dtype, got {[str(t.dtype) for t in tensors]}",
+    )
 
 
 def _cdist_shape(op: str, x1, x2, p, compute_mode, out) -> list[tuple]:
     """Distances between the rows of x1 [..., P, M] and x2 [..., R, M]: [..., P, R], the
     batch dims broadcast."""
-    check(x1.ndim >= 2 and x2.ndim >= 2 and x1.shape[-1] == x2.shape[-1], op,
-          f"expects inputs of at least 2 dims with as many columns, got shapes {list(x1.shape)} and {list(x2.shape)}")
+    check(
+        x1.ndim >= 2 and x2.ndim >= 2 and x1.shape[-1] == x2.shape[-1],
+        op,
+        f"expects inputs of at least 2 dims with as many columns, got shapes {list(x1.shape)} and {list(x2.shape)}",
+    )
     return [broadcast_shapes(op, x1.shape[:-2], x2.shape[:-2]) + (x1.shape[-2], x2.shape[-2])]
 
 
@@ -267,10 +311,16 @@ def cdist(x1, x2, p, compute_mode, out):
     computed directly for every compute_mode (ATen's matmul shortcut for p=2 only trades accuracy)."""
     op = "aten::_cdist_forward.out"
     _check_distance_input(op, p, x1, x2)
-    check(x1.ndim >= 2 and x2.ndim >= 2, op, f"expects inputs of at least 2 dims, got shapes "
-                                             f"{list(x1.shape)} and {list(x2.shape)}")
-    check(x1.shape[-1] == x2.shape[-1], op, f"x1 and x2 must have the same number of columns, got "
-                                            f"{x1.shape[-1]} and {x2.shape[-1]}")
+    check(
+        x1.ndim >= 2 and x2.ndim >= 2,
+        op,
+        f"expects inputs of at least 2 dims, got shapes {list(x1.shape)} and {list(x2.shape)}",
+    )
+    check(
+        x1.shape[-1] == x2.shape[-1],
+        op,
+        f"x1 and x2 must have the same number of columns, got {x1.shape[-1]} and {x2.shape[-1]}",
+    )
     check(compute_mode in (None, 0, 1, 2), op, f"compute_mode must be 0, 1 or 2, got {compute_mode}")
     with quiet():
         write(out, _p_norm(np.abs(x1[..., :, None, :] - x2[..., None, :, :]), p))

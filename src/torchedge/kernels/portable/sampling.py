@@ -70,24 +70,35 @@ class _Gather:
         return values, inside
 
 
-def _grid_sampler_2d_shape(op: str, input, grid, interpolation_mode, padding_mode, align_corners,
-                           out) -> list[tuple]:
+def _grid_sampler_2d_shape(op: str, input, grid, interpolation_mode, padding_mode, align_corners, out) -> list[tuple]:
     """(N, C, H, W) sampled at an (N, Ho, Wo, 2) grid: (N, C, Ho, Wo)."""
-    check(input.ndim == 4 and grid.ndim == 4 and grid.shape[-1] == 2 and grid.shape[0] == input.shape[0], op,
-          f"expected a 4-D input and an (N, H, W, 2) grid, got shapes {list(input.shape)} and {list(grid.shape)}")
+    check(
+        input.ndim == 4 and grid.ndim == 4 and grid.shape[-1] == 2 and grid.shape[0] == input.shape[0],
+        op,
+        f"expected a 4-D input and an (N, H, W, 2) grid, got shapes {list(input.shape)} and {list(grid.shape)}",
+    )
     return [input.shape[:2] + grid.shape[1:3]]
 
 
 @register_kernel("aten::grid_sampler_2d.out", shape=_grid_sampler_2d_shape)
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners, out):
-    check(input.ndim == 4 and grid.ndim == 4 and grid.shape[-1] == 2 and grid.shape[0] == input.shape[0], _OP,
-          f"expected a 4-D input and an (N, H, W, 2) grid, got shapes {list(input.shape)} and {list(grid.shape)}")
-    check(interpolation_mode in (0, 1, 2) and padding_mode in (0, 1, 2), _OP,
-          f"unknown interpolation mode {interpolation_mode} or padding mode {padding_mode}")
+    check(
+        input.ndim == 4 and grid.ndim == 4 and grid.shape[-1] == 2 and grid.shape[0] == input.shape[0],
+        _OP,
+        f"expected a 4-D input and an (N, H, W, 2) grid, got shapes {list(input.shape)} and {list(grid.shape)}",
+    )
+    check(
+        interpolation_mode in (0, 1, 2) and padding_mode in (0, 1, 2),
+        _OP,
+        f"unknown interpolation mode {interpolation_mode} or padding mode {padding_mode}",
+    )
     check(category(input.dtype) >= 2, _OP, f"grid sampling is not implemented for {input.dtype}")
     n, c, h, w = input.shape
-    check(out.shape == (n, c) + grid.shape[1:3], _OP,
-          f"out has shape {list(out.shape)}, expected {[n, c, *grid.shape[1:3]]}")
+    check(
+        out.shape == (n, c) + grid.shape[1:3],
+        _OP,
+        f"out has shape {list(out.shape)}, expected {[n, c, *grid.shape[1:3]]}",
+    )
     acc = accumulate_dtype(input.dtype)
     gather = _Gather(input.astype(acc, copy=False))
     points = grid.reshape(n, -1, 2).astype(acc, copy=False)
@@ -110,7 +121,7 @@ def _nearest(gather, ix, iy):
 
 def _to_int(coord):
     """Integer pixel positions; nan and huge coordinates land far outside (so count as 0)."""
-    return np.nan_to_num(np.clip(coord, -2.0**40, 2.0**40), nan=-2.0**40).astype(np.int64)
+    return np.nan_to_num(np.clip(coord, -(2.0**40), 2.0**40), nan=-(2.0**40)).astype(np.int64)
 
 
 def _bilinear(gather, ix, iy):
@@ -118,8 +129,12 @@ def _bilinear(gather, ix, iy):
     tx, ty = ix - x0, iy - y0
     x0, y0 = _to_int(x0), _to_int(y0)
     total = None
-    for ys, xs, weight in ((y0, x0, (1 - tx) * (1 - ty)), (y0, x0 + 1, tx * (1 - ty)),
-                           (y0 + 1, x0, (1 - tx) * ty), (y0 + 1, x0 + 1, tx * ty)):
+    for ys, xs, weight in (
+        (y0, x0, (1 - tx) * (1 - ty)),
+        (y0, x0 + 1, tx * (1 - ty)),
+        (y0 + 1, x0, (1 - tx) * ty),
+        (y0 + 1, x0 + 1, tx * ty),
+    ):
         values, inside = gather(ys, xs)
         values *= (weight * inside)[:, None]
         total = values if total is None else total + values

@@ -13,14 +13,31 @@ import numpy as np
 
 from torchedge.errors import KernelError
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, category, is_integral
-from torchedge.kernels.portable.common import (aliases, as_scalar, check, check_writable, finish, scratch, wrap_dim,
-                                               write)
+from torchedge.kernels.portable.common import (
+    aliases,
+    as_scalar,
+    check,
+    check_writable,
+    finish,
+    scratch,
+    wrap_dim,
+    write,
+)
 from torchedge.kernels.portable.indexing import index_key
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import broadcast_shapes, same_as
+from torchedge.kernels.registry import register_kernel
 
-__all__ = ["scatter_src", "scatter_value", "scatter_reduce_src", "scatter_reduce_value", "scatter_add",
-           "scatter_reduce", "index_put", "index_put_", "masked_scatter"]
+__all__ = [
+    "scatter_src",
+    "scatter_value",
+    "scatter_reduce_src",
+    "scatter_reduce_value",
+    "scatter_add",
+    "scatter_reduce",
+    "index_put",
+    "index_put_",
+    "masked_scatter",
+]
 
 _UFUNCS = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 _LEGACY_REDUCE = {"add": "sum", "multiply": "prod"}  # scatter(..., reduce=) spells them so
@@ -53,11 +70,18 @@ def _positions(op: str, self, dim, index, src) -> tuple:
         src = src.reshape(src.shape or (1,))
         fits = fits and src.ndim == index.ndim and all(i <= s for i, s in zip(index.shape, src.shape))
         src = src[tuple(slice(0, n) for n in index.shape)]
-    check(fits, op, f"index shape {list(index.shape)} must not exceed self shape {list(self.shape)} outside dim "
-                    f"{dim}, nor src shape {list(np.shape(src))}")
+    check(
+        fits,
+        op,
+        f"index shape {list(index.shape)} must not exceed self shape {list(self.shape)} outside dim "
+        f"{dim}, nor src shape {list(np.shape(src))}",
+    )
     low, high = int(index.min()), int(index.max())
-    check(0 <= low and high < shape[axis], op,
-          f"index {low if low < 0 else high} is out of bounds for dimension {dim} of size {shape[axis]}")
+    check(
+        0 <= low and high < shape[axis],
+        op,
+        f"index {low if low < 0 else high} is out of bounds for dimension {dim} of size {shape[axis]}",
+    )
     positions = list(np.indices(index.shape, sparse=True))
     positions[axis] = index
     return tuple(positions), src
@@ -159,7 +183,9 @@ def _put(op: str, target, key: tuple, values, accumulate: bool) -> None:
         else:
             target[key] = values
     except (IndexError, ValueError) as error:  # values that do not broadcast to the indexed shape
-        raise KernelError(f"{op}: values of shape {list(values.shape)} do not fit the indexed positions: {error}")
+        raise KernelError(
+            f"{op}: values of shape {list(values.shape)} do not fit the indexed positions: {error}"
+        ) from None
 
 
 @register_kernel("aten::index_put.out", shape=same_as())
@@ -188,8 +214,11 @@ def masked_scatter(self, mask, source, out):
     op = "aten::masked_scatter.out"
     check(mask.dtype == BOOL, op, f"mask must be a bool tensor, got {mask.dtype}")
     check(source.dtype == self.dtype, op, f"source must have self's dtype {self.dtype}, got {source.dtype}")
-    check(np.broadcast_shapes(self.shape, mask.shape) == out.shape, op,
-          f"self {list(self.shape)} and mask {list(mask.shape)} must broadcast to out's shape {list(out.shape)}")
+    check(
+        np.broadcast_shapes(self.shape, mask.shape) == out.shape,
+        op,
+        f"self {list(self.shape)} and mask {list(mask.shape)} must broadcast to out's shape {list(out.shape)}",
+    )
     where = np.broadcast_to(mask, out.shape)
     count = int(np.count_nonzero(where))
     check(source.size >= count, op, f"source has {source.size} elements, fewer than the mask's {count} true values")

@@ -9,22 +9,39 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from torchedge.kernels.portable.common import check, check_writable, wrap_dim, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import broadcast_shapes, replaced, same_as
+from torchedge.kernels.registry import register_kernel
 
-__all__ = ["reshape_copy", "permute_copy", "transpose_copy", "t_copy", "expand_copy", "repeat", "clone",
-           "alias_copy", "to_copy", "copy", "copy_", "flip", "roll", "diagonal_copy", "as_strided_copy"]
+__all__ = [
+    "reshape_copy",
+    "permute_copy",
+    "transpose_copy",
+    "t_copy",
+    "expand_copy",
+    "repeat",
+    "clone",
+    "alias_copy",
+    "to_copy",
+    "copy",
+    "copy_",
+    "flip",
+    "roll",
+    "diagonal_copy",
+    "as_strided_copy",
+]
 
 
 def infer_size(op: str, size, numel: int) -> tuple:
     """``size`` with its one -1 (if any) standing for what the ``numel`` elements leave."""
     size = tuple(size)
-    check(all(n >= -1 for n in size) and size.count(-1) <= 1, op,
-          f"invalid shape {list(size)}: sizes must be non-negative, with at most one -1 to infer")
+    check(
+        all(n >= -1 for n in size) and size.count(-1) <= 1,
+        op,
+        f"invalid shape {list(size)}: sizes must be non-negative, with at most one -1 to infer",
+    )
     known = math.prod(n for n in size if n != -1)
     if -1 in size:
-        check(known > 0 and numel % known == 0, op,
-              f"shape {list(size)} is invalid for an input of {numel} elements")
+        check(known > 0 and numel % known == 0, op, f"shape {list(size)} is invalid for an input of {numel} elements")
         return replaced(size, size.index(-1), numel // known)
     check(known == numel, op, f"shape {list(size)} is invalid for an input of {numel} elements")
     return size
@@ -60,8 +77,11 @@ def _squeeze_dims_shape(op: str, self, dim, out) -> list[tuple]:
 @register_kernel("aten::squeeze_copy.dims_out", shape=_squeeze_dims_shape)
 def reshape_copy(self, shape_argument, out):
     """Every op here keeps the element order, so out's (planned) shape says it all."""
-    check(self.size == out.size, "aten::view_copy.out",
-          f"cannot reshape {list(self.shape)} ({self.size} elements) to {list(out.shape)} ({out.size} elements)")
+    check(
+        self.size == out.size,
+        "aten::view_copy.out",
+        f"cannot reshape {list(self.shape)} ({self.size} elements) to {list(out.shape)} ({out.size} elements)",
+    )
     write(out, self.reshape(out.shape))
 
 
@@ -118,8 +138,11 @@ def _expand_shape(op: str, self, size, implicit, out) -> list[tuple]:
         if n == -1 and existing is not None:
             n = existing
         check(n >= 0, op, f"size {n} in {list(size)} is not allowed (-1 keeps an existing dim only)")
-        check(existing in (None, 1, n), op, f"cannot expand shape {list(self.shape)} to {list(size)}: "
-                                            f"dim {i} has size {existing}, not 1")
+        check(
+            existing in (None, 1, n),
+            op,
+            f"cannot expand shape {list(self.shape)} to {list(size)}: dim {i} has size {existing}, not 1",
+        )
         result.append(n)
     return [tuple(result)]
 
@@ -131,8 +154,7 @@ def expand_copy(self, size, implicit, out):
 
 
 def _repeat_shape(op: str, self, repeats, out) -> list[tuple]:
-    check(len(repeats) >= self.ndim, op,
-          f"repeats {list(repeats)} has fewer entries than the input's {self.ndim} dims")
+    check(len(repeats) >= self.ndim, op, f"repeats {list(repeats)} has fewer entries than the input's {self.ndim} dims")
     check(min(repeats, default=0) >= 0, op, f"repeats {list(repeats)} must not be negative")
     sizes = (1,) * (len(repeats) - self.ndim) + self.shape
     return [tuple(r * s for r, s in zip(repeats, sizes))]
@@ -144,8 +166,11 @@ def repeat(self, repeats, out):
     op = "aten::repeat.out"
     check(len(repeats) >= self.ndim, op, f"repeats {list(repeats)} has fewer entries than the input's {self.ndim} dims")
     sizes = (1,) * (len(repeats) - self.ndim) + self.shape
-    check(out.shape == tuple(r * s for r, s in zip(repeats, sizes)), op,
-          f"out has shape {list(out.shape)} for repeats {list(repeats)} of shape {list(self.shape)}")
+    check(
+        out.shape == tuple(r * s for r, s in zip(repeats, sizes)),
+        op,
+        f"out has shape {list(out.shape)} for repeats {list(repeats)} of shape {list(self.shape)}",
+    )
     if out.size == 0:
         return
     shape, strides = [], []
@@ -166,8 +191,12 @@ def alias_copy(self, out):
     write(out, self)
 
 
-@register_kernel("aten::_to_copy.out", "dim_order_ops::_to_dim_order_copy.out", "dim_order_ops::_clone_dim_order.out",
-                 shape=same_as())
+@register_kernel(
+    "aten::_to_copy.out",
+    "dim_order_ops::_to_dim_order_copy.out",
+    "dim_order_ops::_clone_dim_order.out",
+    shape=same_as(),
+)
 def to_copy(self, non_blocking, memory_format_or_dim_order, out):
     """A (casting) copy; out's strides already carry the requested memory format."""
     write(out, self)
@@ -185,8 +214,11 @@ def _copy_into(op: str, target, src) -> None:
 
 def _copy_shape(op: str, self, src, non_blocking, out=None) -> list[tuple]:
     """``self`` with ``src`` broadcast into it (in place for ``copy_``, which has no out)."""
-    check(broadcast_shapes(op, self.shape, src.shape) == self.shape, op,
-          f"src of shape {list(src.shape)} cannot be broadcast to self's shape {list(self.shape)}")
+    check(
+        broadcast_shapes(op, self.shape, src.shape) == self.shape,
+        op,
+        f"src of shape {list(src.shape)} cannot be broadcast to self's shape {list(self.shape)}",
+    )
     return [self.shape]
 
 
@@ -257,13 +289,20 @@ def as_strided_copy(self, size, stride, storage_offset, out):
     op = "aten::as_strided_copy.out"
     offset = storage_offset or 0
     check(len(size) == len(stride), op, f"size {list(size)} and stride {list(stride)} must have the same length")
-    check(all(s >= 0 for s in stride) and offset >= 0, op,
-          f"negative strides or offsets are not supported, got stride {list(stride)}, offset {offset}")
+    check(
+        all(s >= 0 for s in stride) and offset >= 0,
+        op,
+        f"negative strides or offsets are not supported, got stride {list(stride)}, offset {offset}",
+    )
     if 0 in size:
         return
     storage = np.ascontiguousarray(self).reshape(-1)
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-    check(last < storage.size, op, f"size {list(size)}, stride {list(stride)} and offset {offset} reach element "
-                                   f"{last}, past the input's {storage.size} elements")
+    check(
+        last < storage.size,
+        op,
+        f"size {list(size)}, stride {list(stride)} and offset {offset} reach element "
+        f"{last}, past the input's {storage.size} elements",
+    )
     window = as_strided(storage[offset:], tuple(size), tuple(s * storage.itemsize for s in stride), writeable=False)
     write(out, window)

@@ -9,8 +9,16 @@ import numpy as np
 from torchedge.errors import KernelError
 from torchedge.kernels.portable.common import check, wrap_dims
 
-__all__ = ["broadcast_shapes", "tensor_shapes", "reduced", "replaced", "masked", "broadcast_inputs", "same_as",
-           "from_size"]
+__all__ = [
+    "broadcast_shapes",
+    "tensor_shapes",
+    "reduced",
+    "replaced",
+    "masked",
+    "broadcast_inputs",
+    "same_as",
+    "from_size",
+]
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
@@ -24,8 +32,9 @@ def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
         for i, n in enumerate(shape, len(result) - len(shape)):
             if n != 1 and result[i] != n:
                 if result[i] != 1:
-                    raise KernelError(f"{op}: shapes {', '.join(str(list(s)) for s in shapes)} cannot be broadcast "
-                                      "together")
+                    raise KernelError(
+                        f"{op}: shapes {', '.join(str(list(s)) for s in shapes)} cannot be broadcast together"
+                    )
                 result[i] = n
     return tuple(result)
 
@@ -46,7 +55,7 @@ def reduced(op: str, shape: tuple, dims, keepdim: bool) -> tuple:
 
 def replaced(shape: tuple, axis: int, *sizes: int) -> tuple:
     """``shape`` with dim ``axis`` replaced by ``sizes`` (none: the dim is removed)."""
-    return shape[:axis] + sizes + shape[axis + 1:]
+    return shape[:axis] + sizes + shape[axis + 1 :]
 
 
 def masked(output_mask, shapes) -> list[tuple]:

@@ -5,11 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.portable.common import aliases, check, wrap_dim, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import replaced, same_as
+from torchedge.kernels.registry import register_kernel
 
-__all__ = ["slice_copy", "select_copy", "slice_scatter", "select_scatter", "cat", "split_with_sizes_copy",
-           "constant_pad_nd", "padded"]
+__all__ = [
+    "slice_copy",
+    "select_copy",
+    "slice_scatter",
+    "select_scatter",
+    "cat",
+    "split_with_sizes_copy",
+    "constant_pad_nd",
+    "padded",
+]
 
 
 def _along(axis: int, index) -> tuple:
@@ -63,8 +71,11 @@ def _scatter_into(op: str, self, src, where: tuple, out) -> None:
     """out = self, with ``src`` (cast) written over ``out[where]``, which it must fit exactly.
     When out is self's own memory, only ``out[where]`` is written."""
     target_shape = self[where].shape
-    check(src.shape == target_shape, op, f"src has shape {list(src.shape)}, expected the shape of the "
-                                         f"slice it replaces, {list(target_shape)}")
+    check(
+        src.shape == target_shape,
+        op,
+        f"src has shape {list(src.shape)}, expected the shape of the slice it replaces, {list(target_shape)}",
+    )
     if not aliases(out, self):
         write(out, self)
     write(out[where + (Ellipsis,)], src)  # the Ellipsis keeps a 0-dim selection a view
@@ -93,8 +104,11 @@ def _cat_shape(op: str, tensors, dim, out) -> list[tuple]:
     check(len(first) > 0, op, "zero-dimensional tensors cannot be concatenated")
     axis = wrap_dim(dim, len(first), op)
     for shape in shapes:
-        check(len(shape) == len(first) and replaced(shape, axis) == replaced(first, axis), op,
-              f"tensors of shapes {[list(s) for s in shapes]} must match except in dimension {dim}")
+        check(
+            len(shape) == len(first) and replaced(shape, axis) == replaced(first, axis),
+            op,
+            f"tensors of shapes {[list(s) for s in shapes]} must match except in dimension {dim}",
+        )
     return [replaced(first, axis, sum(s[axis] for s in shapes))]
 
 
@@ -111,8 +125,11 @@ def cat(tensors, dim, out):
 
 def _split_with_sizes_shape(op: str, self, split_sizes, dim, out) -> list[tuple]:
     axis = wrap_dim(dim, self.ndim, op)
-    check(min(split_sizes, default=0) >= 0 and sum(split_sizes) == self.shape[axis], op,
-          f"split_sizes {list(split_sizes)} must be non-negative and sum to {self.shape[axis]} (dim {dim})")
+    check(
+        min(split_sizes, default=0) >= 0 and sum(split_sizes) == self.shape[axis],
+        op,
+        f"split_sizes {list(split_sizes)} must be non-negative and sum to {self.shape[axis]} (dim {dim})",
+    )
     return [replaced(self.shape, axis, size) for size in split_sizes]
 
 
@@ -120,8 +137,11 @@ def _split_with_sizes_shape(op: str, self, split_sizes, dim, out) -> list[tuple]
 def split_with_sizes_copy(self, split_sizes, dim, out):
     op = "aten::split_with_sizes_copy.out"
     axis = wrap_dim(dim, self.ndim, op)
-    check(sum(split_sizes) == self.shape[axis] and len(split_sizes) == len(out), op,
-          f"split_sizes {list(split_sizes)} must sum to {self.shape[axis]} and match the {len(out)} outputs")
+    check(
+        sum(split_sizes) == self.shape[axis] and len(split_sizes) == len(out),
+        op,
+        f"split_sizes {list(split_sizes)} must sum to {self.shape[axis]} and match the {len(out)} outputs",
+    )
     start = 0
     for size, piece in zip(split_sizes, out):
         write(piece, self[_along(axis, slice(start, start + size))])
@@ -131,14 +151,20 @@ def split_with_sizes_copy(self, split_sizes, dim, out):
 def padded(op: str, shape: tuple, pad) -> tuple:
     """``shape`` padded by ``pad``: (before, after) pairs from the last dim backwards;
     negative amounts crop."""
-    check(len(pad) % 2 == 0 and len(pad) // 2 <= len(shape), op,
-          f"pad {list(pad)} must hold (before, after) pairs for at most {len(shape)} dims")
+    check(
+        len(pad) % 2 == 0 and len(pad) // 2 <= len(shape),
+        op,
+        f"pad {list(pad)} must hold (before, after) pairs for at most {len(shape)} dims",
+    )
     result = list(shape)
     for i in range(len(pad) // 2):
         axis = len(shape) - 1 - i
         result[axis] += pad[2 * i] + pad[2 * i + 1]
-        check(result[axis] >= 0, op, f"pad {list(pad)} leaves dimension {axis} of shape {list(shape)} with a "
-                                     "negative size")
+        check(
+            result[axis] >= 0,
+            op,
+            f"pad {list(pad)} leaves dimension {axis} of shape {list(shape)} with a negative size",
+        )
     return tuple(result)
 
 
@@ -150,8 +176,11 @@ def _constant_pad_shape(op: str, self, pad, value, out) -> list[tuple]:
 def constant_pad_nd(self, pad, value, out):
     """``pad`` holds (before, after) pairs from the last dim backwards; negative values crop."""
     op = "aten::constant_pad_nd.out"
-    check(len(pad) % 2 == 0 and len(pad) // 2 <= self.ndim, op,
-          f"pad {list(pad)} must hold (before, after) pairs for at most {self.ndim} dims")
+    check(
+        len(pad) % 2 == 0 and len(pad) // 2 <= self.ndim,
+        op,
+        f"pad {list(pad)} must hold (before, after) pairs for at most {self.ndim} dims",
+    )
     source, target = [slice(None)] * self.ndim, [slice(None)] * self.ndim
     for i in range(len(pad) // 2):
         axis, before, after = self.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]

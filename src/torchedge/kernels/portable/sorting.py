@@ -6,8 +6,8 @@ import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, wrap_dim, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import replaced, same_as
+from torchedge.kernels.registry import register_kernel
 
 __all__ = ["sort", "sort_stable", "argsort", "topk"]
 

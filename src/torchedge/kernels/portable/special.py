@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import threading
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 from numpy.polynomial import chebyshev
@@ -38,8 +38,9 @@ def _chebyshev(lo: float, hi: float, n: int) -> np.ndarray:
     # exact sums (fsum) keep the rounding of the coefficients near one ulp of g.
     cosines = [math.cos(math.pi * m / (2 * n)) for m in range(4 * n)]
     values = [_g((lo + hi) / 2 + (hi - lo) / 2 * cosines[2 * k + 1]) for k in range(n)]
-    c = np.array([math.fsum(v * cosines[j * (2 * k + 1) % (4 * n)] for k, v in enumerate(values)) * 2 / n
-                  for j in range(n)])
+    c = np.array(
+        [math.fsum(v * cosines[j * (2 * k + 1) % (4 * n)] for k, v in enumerate(values)) * 2 / n for j in range(n)]
+    )
     c[0] /= 2
     return c
 
@@ -76,7 +77,7 @@ class _ErfPlan:
         return np.copysign(result, x.astype(self.dtype, copy=False), out=result)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _plan(single: bool) -> _ErfPlan:
     # erfc(4) < 2**-25 and erfc(6) < 2**-54: beyond those erf rounds to exactly 1.
     if single:
@@ -86,11 +87,28 @@ def _plan(single: bool) -> _ErfPlan:
 
 # Coefficients of P and Q for the float32 method, lowest power of x² first (the rational
 # approximation Eigen and XLA use for float erf).
-_P32 = tuple(np.float32(c) for c in (-1.60960333262415e-02, -2.95459980854025e-03, -7.34990630326855e-04,
-                                     -5.69250639462346e-05, -2.10102402082508e-06, 2.77068142495902e-08,
-                                     -2.72614225801306e-10))
-_Q32 = tuple(np.float32(c) for c in (-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03,
-                                     -2.13374055278905e-04, -1.45660718464996e-05))
+_P32 = tuple(
+    np.float32(c)
+    for c in (
+        -1.60960333262415e-02,
+        -2.95459980854025e-03,
+        -7.34990630326855e-04,
+        -5.69250639462346e-05,
+        -2.10102402082508e-06,
+        2.77068142495902e-08,
+        -2.72614225801306e-10,
+    )
+)
+_Q32 = tuple(
+    np.float32(c)
+    for c in (
+        -1.42647390514189e-02,
+        -7.37332916720468e-03,
+        -1.68282697438203e-03,
+        -2.13374055278905e-04,
+        -1.45660718464996e-05,
+    )
+)
 BLOCK = 1 << 14  # elements per block: the passes over a block stay in the L2 cache
 _WORKSPACE = threading.local()
 
@@ -107,8 +125,8 @@ class ErfRational:
     def __init__(self, p, q, limit: float):
         degree = max(len(p), len(q))
         self.coefficients = np.zeros((2, degree), np.float32)
-        self.coefficients[0, :len(p)] = p
-        self.coefficients[1, :len(q)] = q
+        self.coefficients[0, : len(p)] = p
+        self.coefficients[1, : len(q)] = q
         self.limit = np.float32(limit)
 
     def blocks(self, flat: np.ndarray):
@@ -127,7 +145,7 @@ class ErfRational:
             state["clipped"] = np.empty(BLOCK, np.float32)
         products, clipped = state["products"], state["clipped"]
         for start in range(0, n, size):
-            x = flat[start:start + size]
+            x = flat[start : start + size]
             m = x.size
             rows, nd, xc = powers[:degree, :m], products[:, :m], clipped[:m]
             rows[0] = 1
@@ -154,7 +172,7 @@ def erf_block32(block: np.ndarray, out: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         for start, _, ratio in _ERF32.blocks(flat):
             np.minimum(ratio, 1, out=ratio)  # the rational may pass 1 by an ulp near the clip
-            np.maximum(ratio, -1, out=target[start:start + ratio.size])
+            np.maximum(ratio, -1, out=target[start : start + ratio.size])
     return out
 
 
@@ -178,8 +196,10 @@ def erf(x: np.ndarray, single: bool = False, precise: bool = False) -> np.ndarra
 
 # ATen's calc_erfinv: a rational first guess (central part, then tails), two Newton steps.
 # Polynomial coefficients, lowest power first.
-_CENTRAL = ([0.886226899, -1.645349621, 0.914624893, -0.140543331],
-            [1.0, -2.118377725, 1.442710462, -0.329097515, 0.012229801])
+_CENTRAL = (
+    [0.886226899, -1.645349621, 0.914624893, -0.140543331],
+    [1.0, -2.118377725, 1.442710462, -0.329097515, 0.012229801],
+)
 _TAIL = ([-1.970840454, -1.624906493, 3.429567803, 1.641345311], [1.0, 3.543889200, 1.637067800])
 
 

@@ -24,6 +24,7 @@ __all__ = ["source_scale", "nearest_indices", "linear_taps", "cubic_taps", "cubi
 
 _MATRIX_SIZE = 96  # up to this input length, one dense interpolation matrix (BLAS) beats gathers
 
+
 def source_scale(in_size: int, out_size: int, align_corners: bool, scale, dtype) -> float:
     """ATen's ``area_pixel_compute_scale``: input pixels per output pixel."""
     if align_corners:
@@ -52,8 +53,11 @@ def linear_taps(in_size: int, out_size: int, align_corners: bool, scale, dtype):
     if out_size == in_size:
         return [i, i], [np.ones(out_size, dtype), np.zeros(out_size, dtype)]
     ratio = source_scale(in_size, out_size, align_corners, scale, dtype)
-    real = ratio * i.astype(dtype) if align_corners else \
-        np.maximum(ratio * (i.astype(dtype) + dtype.type(0.5)) - dtype.type(0.5), dtype.type(0))
+    real = (
+        ratio * i.astype(dtype)
+        if align_corners
+        else np.maximum(ratio * (i.astype(dtype) + dtype.type(0.5)) - dtype.type(0.5), dtype.type(0))
+    )
     index0 = np.minimum(np.floor(real).astype(np.int64), in_size - 1)
     lambda1 = np.clip(real - index0.astype(dtype), 0, 1).astype(dtype)
     index1 = index0 + (index0 < in_size - 1)
@@ -143,8 +147,11 @@ def _sizes(op, x, dims, output_size, scales):
         check(len(output_size) == dims, op, f"output_size must have {dims} values, got {list(output_size)}")
         size = tuple(output_size)
     else:
-        check(scales is not None and len(scales) == dims, op,
-              f"expected output_size or {dims} scale factors, got {scales}")
+        check(
+            scales is not None and len(scales) == dims,
+            op,
+            f"expected output_size or {dims} scale factors, got {scales}",
+        )
         size = tuple(int(n * s) for n, s in zip(spatial, scales))
     check(min(size) > 0 and min(spatial) > 0, op, f"cannot resize {list(x.shape)} to {list(size)}")
     return size
@@ -152,8 +159,11 @@ def _sizes(op, x, dims, output_size, scales):
 
 def _resize(op, mode, dims, x, size, align_corners, scales, out):
     check(x.ndim >= dims + 1, op, f"expected at least a {dims + 1}-D input, got shape {list(x.shape)}")
-    check(out.shape == x.shape[:-dims] + tuple(size), op,
-          f"out has shape {list(out.shape)}, expected {list(x.shape[:-dims]) + list(size)}")
+    check(
+        out.shape == x.shape[:-dims] + tuple(size),
+        op,
+        f"out has shape {list(out.shape)}, expected {list(x.shape[:-dims]) + list(size)}",
+    )
     spatial = x.shape[-dims:]
     scales = [None] * dims if scales is None else list(scales)
     if mode in ("nearest", "nearest-exact"):  # one take per resized dim (one fancy index is slower)
@@ -164,8 +174,11 @@ def _resize(op, mode, dims, x, size, align_corners, scales, out):
                 result = np.take(result, taken, axis=x.ndim - dims + d)
         write(out, result)
         return
-    check(category(x.dtype) >= 2 or (x.dtype == np.uint8 and dims == 2), op,
-          f"{mode} upsampling is not implemented for {x.dtype} (as in ATen)")
+    check(
+        category(x.dtype) >= 2 or (x.dtype == np.uint8 and dims == 2),
+        op,
+        f"{mode} upsampling is not implemented for {x.dtype} (as in ATen)",
+    )
     if x.dtype == np.uint8:
         result = x
         for d in reversed(range(dims)):  # the last (contiguous) dim first, as in ATen
@@ -210,8 +223,11 @@ def _fixed(op, mode, dims, input, output_size, align_corners, scales, out):
 def _resized(op: str, dims: int, x, size) -> tuple:
     """``x``'s shape with its last ``dims`` dims set to ``size``."""
     check(x.ndim >= dims + 1, op, f"expected at least a {dims + 1}-D input, got shape {list(x.shape)}")
-    check(len(size) == dims and min(size) > 0 and min(x.shape[-dims:]) > 0, op,
-          f"cannot resize {list(x.shape)} to {list(size)}")
+    check(
+        len(size) == dims and min(size) > 0 and min(x.shape[-dims:]) > 0,
+        op,
+        f"cannot resize {list(x.shape)} to {list(size)}",
+    )
     return x.shape[:-dims] + tuple(size)
 
 
@@ -232,8 +248,11 @@ def _upsample_vec_shape(dims: int):
     def upsample_vec(op: str, input, output_size, *rest) -> list[tuple]:
         if output_size is None:
             scale_factors = rest[-2]  # the argument before out
-            check(scale_factors is not None and len(scale_factors) == dims, op,
-                  f"expected an output_size or {dims} scale factors, got {scale_factors}")
+            check(
+                scale_factors is not None and len(scale_factors) == dims,
+                op,
+                f"expected an output_size or {dims} scale factors, got {scale_factors}",
+            )
             output_size = [int(n * s) for n, s in zip(input.shape[-dims:], scale_factors)]
         return [_resized(op, dims, input, output_size)]
 
@@ -262,14 +281,14 @@ def upsample_nearest2d(self, output_size, scales_h, scales_w, out):
 
 @register_kernel("aten::upsample_nearest3d.out", shape=_upsample_shape(3))
 def upsample_nearest3d(self, output_size, scales_d, scales_h, scales_w, out):
-    _fixed("aten::upsample_nearest3d.out", "nearest", 3, self, output_size, False, (scales_d, scales_h, scales_w),
-           out)
+    _fixed("aten::upsample_nearest3d.out", "nearest", 3, self, output_size, False, (scales_d, scales_h, scales_w), out)
 
 
 @register_kernel("aten::_upsample_nearest_exact2d.out", shape=_upsample_shape(2))
 def upsample_nearest_exact2d(self, output_size, scales_h, scales_w, out):
-    _fixed("aten::_upsample_nearest_exact2d.out", "nearest-exact", 2, self, output_size, False,
-           (scales_h, scales_w), out)
+    _fixed(
+        "aten::_upsample_nearest_exact2d.out", "nearest-exact", 2, self, output_size, False, (scales_h, scales_w), out
+    )
 
 
 @register_kernel("aten::upsample_linear1d.out", shape=_upsample_shape(1))
@@ -284,8 +303,16 @@ def upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w, ou
 
 @register_kernel("aten::upsample_trilinear3d.out", shape=_upsample_shape(3))
 def upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w, out):
-    _fixed("aten::upsample_trilinear3d.out", "linear", 3, self, output_size, align_corners,
-           (scales_d, scales_h, scales_w), out)
+    _fixed(
+        "aten::upsample_trilinear3d.out",
+        "linear",
+        3,
+        self,
+        output_size,
+        align_corners,
+        (scales_d, scales_h, scales_w),
+        out,
+    )
 
 
 @register_kernel("aten::upsample_bicubic2d.out", shape=_upsample_shape(2))

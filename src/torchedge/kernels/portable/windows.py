@@ -89,12 +89,11 @@ class _Layout:
 
 @functools.lru_cache(maxsize=512)
 def _layout(size, kernel, stride, padding, dilation, out_size) -> _Layout:
-    phase = tuple(-(-((o - 1) * s + d * (k - 1) + 1) // s) for o, s, d, k in
-                  zip(out_size, stride, dilation, kernel))
+    phase = tuple(-(-((o - 1) * s + d * (k - 1) + 1) // s) for o, s, d, k in zip(out_size, stride, dilation, kernel))
     plain = all(s == 1 for s in stride) and not any(padding) and all(p <= n for p, n in zip(phase, size))
     if plain:
         phase = size
-    strides = tuple(math.prod(phase[d + 1:]) for d in range(len(kernel)))
+    strides = tuple(math.prod(phase[d + 1 :]) for d in range(len(kernel)))
     length = sum((o - 1) * q for o, q in zip(out_size, strides)) + 1 if min(out_size, default=1) > 0 else 0
     offsets = []
     for tap in itertools.product(*(range(k) for k in kernel)):
@@ -108,14 +107,18 @@ def _layout(size, kernel, stride, padding, dilation, out_size) -> _Layout:
             first = min(length_d, max(0, -(-(p - r) // s)))  # first phase row holding an input row
             stop = max(first, min(length_d, -(-(n + p - r) // s)))
             edge = (slice(None),) * (d + 1)
-            borders += [(which, edge + (cut,)) for cut, empty in
-                        ((slice(0, first), first == 0), (slice(stop, None), stop == length_d)) if not empty]
+            borders += [
+                (which, edge + (cut,))
+                for cut, empty in ((slice(0, first), first == 0), (slice(stop, None), stop == length_d))
+                if not empty
+            ]
             target.append(slice(first, stop))
             start = first * s + r - p
             source.append(slice(start, start + (stop - first - 1) * s + 1, s) if stop > first else slice(0, 0))
         copies.append((which, tuple(target), tuple(source)))
-    return _Layout(tuple(phase), strides, math.prod(phase), length, tuple(offsets), plain, tuple(copies),
-                   tuple(borders))
+    return _Layout(
+        tuple(phase), strides, math.prod(phase), length, tuple(offsets), plain, tuple(copies), tuple(borders)
+    )
 
 
 class Taps:
@@ -160,20 +163,24 @@ class Taps:
         """Read-only 1-D run of the values tap ``tap`` meets over the given rows."""
         which, start = self._offsets[tap]
         begin = rows.start * self.pitch + start
-        return self._source[which, begin:begin + self.run_length(rows)]
+        return self._source[which, begin : begin + self.run_length(rows)]
 
     def flat(self, tap: int) -> np.ndarray:
         """Read-only (rows, length) view of the values tap ``tap`` meets."""
         which, start = self._offsets[tap]
-        return self._source[which].reshape(self.rows, self.pitch)[:, start:start + self.length]
+        return self._source[which].reshape(self.rows, self.pitch)[:, start : start + self.length]
 
     def grid(self, buffer: np.ndarray) -> np.ndarray:
         """The (rows, *out_size) view of a (rows, >= pitch) buffer with unit inner stride, or of
         a contiguous 1-D buffer laid out like a `run`."""
-        rows, pitch = (buffer.shape[0], buffer.strides[0]) if buffer.ndim == 2 else \
-            (-(-buffer.size // self.pitch), self.pitch * buffer.itemsize)
-        return np.lib.stride_tricks.as_strided(buffer, (rows,) + self.out_size,
-                                               (pitch,) + tuple(q * buffer.itemsize for q in self.strides))
+        rows, pitch = (
+            (buffer.shape[0], buffer.strides[0])
+            if buffer.ndim == 2
+            else (-(-buffer.size // self.pitch), self.pitch * buffer.itemsize)
+        )
+        return np.lib.stride_tricks.as_strided(
+            buffer, (rows,) + self.out_size, (pitch,) + tuple(q * buffer.itemsize for q in self.strides)
+        )
 
     def blocks(self) -> list:
         return row_blocks(self.rows, self.pitch)

@@ -11,12 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.portable.common import check, quiet, wrap_dim, write
-from torchedge.kernels.registry import register_kernel
 from torchedge.kernels.portable.shape_rules import same_as
+from torchedge.kernels.registry import register_kernel
 from torchedge.schema.scalar_type import numpy_dtype
 
-__all__ = ["quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel",
-           "choose_qparams"]
+__all__ = [
+    "quantize_per_tensor",
+    "dequantize_per_tensor",
+    "quantize_per_channel",
+    "dequantize_per_channel",
+    "choose_qparams",
+]
 
 _F32 = np.dtype(np.float32)
 
@@ -57,8 +62,9 @@ def quantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype, o
 @register_kernel("quantized_decomposed::quantize_per_tensor.Tensor_out", shape=same_as())
 def quantize_per_tensor_tensor(input, scale, zero_point, quant_min, quant_max, dtype, out):
     op = "quantized_decomposed::quantize_per_tensor.Tensor_out"
-    quantize_per_tensor(input, _one(op, scale, "scale"), _one(op, zero_point, "zero_point"), quant_min, quant_max,
-                        dtype, out)
+    quantize_per_tensor(
+        input, _one(op, scale, "scale"), _one(op, zero_point, "zero_point"), quant_min, quant_max, dtype, out
+    )
 
 
 @register_kernel("quantized_decomposed::dequantize_per_tensor.out", shape=same_as())
@@ -74,8 +80,9 @@ def dequantize_per_tensor(input, scale, zero_point, quant_min, quant_max, dtype,
 @register_kernel("quantized_decomposed::dequantize_per_tensor.Tensor_out", shape=same_as())
 def dequantize_per_tensor_tensor(input, scale, zero_point, quant_min, quant_max, dtype, out_dtype, out):
     op = "quantized_decomposed::dequantize_per_tensor.Tensor_out"
-    dequantize_per_tensor(input, _one(op, scale, "scale"), _one(op, zero_point, "zero_point"), quant_min, quant_max,
-                          dtype, out_dtype, out)
+    dequantize_per_tensor(
+        input, _one(op, scale, "scale"), _one(op, zero_point, "zero_point"), quant_min, quant_max, dtype, out_dtype, out
+    )
 
 
 @register_kernel("quantized_decomposed::quantize_per_channel.out", shape=same_as())
@@ -86,8 +93,14 @@ def quantize_per_channel(input, scales, zero_points, axis, quant_min, quant_max,
     check(scales.shape == (x.shape[axis],), op, f"scales of shape {list(scales.shape)} for {x.shape[axis]} channels")
     with quiet():
         inv_scales = np.divide(_F32.type(1), scales.astype(_F32))
-    _quantize(x, _per_channel(inv_scales, axis, x.ndim), _per_channel(zero_points.astype(_F32), axis, x.ndim),
-              quant_min, quant_max, out)
+    _quantize(
+        x,
+        _per_channel(inv_scales, axis, x.ndim),
+        _per_channel(zero_points.astype(_F32), axis, x.ndim),
+        quant_min,
+        quant_max,
+        out,
+    )
 
 
 @register_kernel("quantized_decomposed::dequantize_per_channel.out", shape=same_as())
@@ -95,8 +108,11 @@ def dequantize_per_channel(input, scales, zero_points, axis, quant_min, quant_ma
     op = "quantized_decomposed::dequantize_per_channel.out"
     _check_quantized(op, input, dtype)
     axis = wrap_dim(axis, input.ndim, op)
-    check(scales.shape == (input.shape[axis],), op,
-          f"scales of shape {list(scales.shape)} for {input.shape[axis]} channels")
+    check(
+        scales.shape == (input.shape[axis],),
+        op,
+        f"scales of shape {list(scales.shape)} for {input.shape[axis]} channels",
+    )
     with quiet():
         q = input.astype(np.int64)
         if zero_points is not None:
@@ -106,8 +122,9 @@ def dequantize_per_channel(input, scales, zero_points, axis, quant_min, quant_ma
     write(out, x)
 
 
-def _one_scale_and_zero_point(op: str, input, quant_min, quant_max, eps, dtype, scale_out,
-                              zero_point_out) -> list[tuple]:
+def _one_scale_and_zero_point(
+    op: str, input, quant_min, quant_max, eps, dtype, scale_out, zero_point_out
+) -> list[tuple]:
     """One scale and one zero point for the whole input."""
     return [(1,), (1,)]
 
