@@ -9,8 +9,9 @@ Outs of two or more dims are tried a second time as non-contiguous (transposed) 
 When the reference raises, the kernel must raise too.
 
 Every dtype runs through it, bfloat16 included: torch cannot hand bfloat16 tensors to
-NumPy, so `to_numpy` and `from_numpy` convert them bit for bit (an int16 view read as
-``ml_dtypes.bfloat16``), and bfloat16 results are compared in float32 with ``BF16_TOL``.
+NumPy, so `to_numpy` and `from_numpy` (`torchedge.exir.dtypes`' bridge) convert them bit for
+bit (an int16 view read as ``ml_dtypes.bfloat16``), and bfloat16 results are compared in
+float32 with the tolerances of `torchedge.devtools.output_compare.TOLERANCES`.
 The dtype names below (``B``, ``U8`` ... ``F64``, ``INTS``, ``FLOATS``, ``ALL``) are the ones
 the test tables share.
 """
@@ -19,14 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
+from torchedge.devtools import output_compare
 from torchedge.errors import KernelError
+from torchedge.exir.dtypes import numpy_dtype_of, to_numpy
 from torchedge.kernels.registry import get_kernel
-from torchedge.schema.scalar_type import scalar_type_of
+from torchedge.schema.scalar_type import ScalarType, numpy_dtype, scalar_type_of
 
 B, U8, I8, I16, I32, I64 = torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
@@ -34,39 +36,13 @@ INTS = [U8, I8, I16, I32, I64]
 FLOATS = [F16, BF16, F32, F64]
 ALL = [B, *INTS, *FLOATS]  # the ten dtypes models use
 
-NP_BF16 = np.dtype(ml_dtypes.bfloat16)
-BF16_TOL = 1e-2  # 8 significant bits: one rounding step is up to 2**-7 relative
+NP_BF16 = numpy_dtype(ScalarType.BFLOAT16)
 
-TOLERANCES = {  # dtype -> (rtol, atol)
-    np.dtype(np.float16): (2e-3, 2e-3),
-    NP_BF16: (BF16_TOL, BF16_TOL),
-    np.dtype(np.float32): (1e-5, 1e-6),
-    np.dtype(np.float64): (1e-10, 1e-12),
-}
+# dtype -> (rtol, atol): output_compare's table (the one shared with `torchedge kernels`), by NumPy dtype.
+TOLERANCES = {numpy_dtype_of(dtype): tolerance for dtype, tolerance in output_compare.TOLERANCES.items()}
 
 
-# -- torch <-> NumPy, bfloat16 included ------------------------------------------------------
-
-
-def numpy_dtype_of(dtype: torch.dtype) -> np.dtype:
-    """The NumPy dtype of a torch dtype (``ml_dtypes.bfloat16`` for bfloat16)."""
-    return NP_BF16 if dtype == BF16 else torch.empty(0, dtype=dtype).numpy().dtype
-
-
-def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A contiguous NumPy copy of ``tensor``; bfloat16 bit for bit as ``ml_dtypes.bfloat16``."""
-    tensor = tensor.detach().contiguous()
-    if tensor.dtype == BF16:
-        return tensor.view(torch.int16).numpy().view(NP_BF16).copy()
-    return tensor.numpy().copy()
-
-
-def from_numpy(array: np.ndarray) -> torch.Tensor:
-    """The torch tensor of ``array`` (a copy); ``ml_dtypes.bfloat16`` becomes torch.bfloat16."""
-    array = np.ascontiguousarray(array)
-    if array.dtype == NP_BF16:
-        return torch.from_numpy(array.view(np.int16).copy()).view(BF16)
-    return torch.from_numpy(array.copy())
+# -- torch <-> NumPy, bfloat16 included: numpy_dtype_of, to_numpy, from_numpy (imported) ------
 
 
 def as_float(array: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 Cases come from tables: (op, reference, inputs) crossed with the ten dtypes models use.
 Where PyTorch refuses a dtype, the kernel must raise `KernelError` too. bfloat16 tensors
-run through the harness like every other dtype (compared in float32 with ``BF16_TOL``).
+run through the harness like every other dtype (compared in float32 with the bfloat16 tolerance of ``TOLERANCES``).
 """
 
 import math
@@ -40,7 +40,7 @@ INF, NAN = math.inf, math.nan
 def same_zeros(got, want):
     """Values close, and zeros carry the same sign (round(-0.4) is -0.0, sign(-0.0) is 0.0)."""
     for g, w in zip(got, want):
-        assert_close(g, w)  # bfloat16 in float32 with BF16_TOL
+        assert_close(g, w)  # bfloat16 in float32 with its TOLERANCES entry
         zeros = w.astype(np.float32) == 0
         np.testing.assert_array_equal(
             np.signbit(g.astype(np.float32)[zeros]), np.signbit(w.astype(np.float32)[zeros]), err_msg="sign of zero"

@@ -11,22 +11,13 @@ from dataclasses import dataclass, field
 import torch
 
 from torchedge.devtools.kernel_check import DTYPES, Status, check_calls, core_operators, opinfo_calls, worst
+from torchedge.exir.dtypes import scalar_type
 from torchedge.kernels.registry import registered_operators
+from torchedge.schema.scalar_type import SHORT_NAMES
 
 __all__ = ["OperatorCoverage", "coverage", "format_coverage", "SHORT_DTYPE_NAMES"]
 
-SHORT_DTYPE_NAMES = {
-    torch.bool: "b8",
-    torch.uint8: "u8",
-    torch.int8: "i8",
-    torch.int16: "i16",
-    torch.int32: "i32",
-    torch.int64: "i64",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.float32: "f32",
-    torch.float64: "f64",
-}
+SHORT_DTYPE_NAMES = {dtype: SHORT_NAMES[scalar_type(dtype)] for dtype in DTYPES}  # OpInfo's: f32, bf16
 
 
 @dataclass

@@ -1,4 +1,7 @@
-"""`ScalarType` codes of `scalar_type.fbs` and their NumPy dtypes."""
+"""`ScalarType` codes of `scalar_type.fbs`: the one dtype table (names, NumPy dtypes).
+
+Every other dtype mapping of torchedge (torch dtypes, the edge DSL's names, ONNX's NumPy
+column, short names) is derived from `_TABLE`."""
 
 from __future__ import annotations
 
@@ -6,7 +9,16 @@ from enum import IntEnum
 
 import numpy as np
 
-__all__ = ["ScalarType", "numpy_dtype", "scalar_type_of", "element_size"]
+__all__ = [
+    "ScalarType",
+    "NAMES",
+    "NUMPY_NAMES",
+    "SHORT_NAMES",
+    "STORAGE_ONLY",
+    "numpy_dtype",
+    "scalar_type_of",
+    "element_size",
+]
 
 
 class ScalarType(IntEnum):
@@ -38,7 +50,48 @@ class ScalarType(IntEnum):
     UINT64 = 29
 
 
-def _bfloat16():
+# The one dtype table: code -> (c10 name, NumPy dtype name or None, short name or None).
+# The NumPy name is also torch's attribute name for the dtype (``torch.float32``); bfloat16
+# comes from ml_dtypes. The short names are OpInfo's (``f32``, ``bf16``).
+_TABLE: dict[ScalarType, tuple[str, str | None, str | None]] = {
+    ScalarType.BYTE: ("Byte", "uint8", "u8"),
+    ScalarType.CHAR: ("Char", "int8", "i8"),
+    ScalarType.SHORT: ("Short", "int16", "i16"),
+    ScalarType.INT: ("Int", "int32", "i32"),
+    ScalarType.LONG: ("Long", "int64", "i64"),
+    ScalarType.HALF: ("Half", "float16", "f16"),
+    ScalarType.FLOAT: ("Float", "float32", "f32"),
+    ScalarType.DOUBLE: ("Double", "float64", "f64"),
+    ScalarType.COMPLEX32: ("ComplexHalf", None, None),
+    ScalarType.COMPLEX64: ("ComplexFloat", "complex64", None),
+    ScalarType.COMPLEX128: ("ComplexDouble", "complex128", None),
+    ScalarType.BOOL: ("Bool", "bool", "b8"),
+    ScalarType.QINT8: ("QInt8", "int8", None),
+    ScalarType.QUINT8: ("QUInt8", "uint8", None),
+    ScalarType.QINT32: ("QInt32", "int32", None),
+    ScalarType.BFLOAT16: ("BFloat16", "bfloat16", "bf16"),
+    ScalarType.QUINT4X2: ("QUInt4x2", None, None),
+    ScalarType.QUINT2X4: ("QUInt2x4", None, None),
+    ScalarType.BITS16: ("Bits16", "uint16", None),
+    ScalarType.FLOAT8E5M2: ("Float8_e5m2", None, None),
+    ScalarType.FLOAT8E4M3FN: ("Float8_e4m3fn", None, None),
+    ScalarType.FLOAT8E5M2FNUZ: ("Float8_e5m2fnuz", None, None),
+    ScalarType.FLOAT8E4M3FNUZ: ("Float8_e4m3fnuz", None, None),
+    ScalarType.UINT16: ("UInt16", "uint16", None),
+    ScalarType.UINT32: ("UInt32", "uint32", None),
+    ScalarType.UINT64: ("UInt64", "uint64", None),
+}
+# Codes whose NumPy dtype is only their storage: a NumPy array of it is the other code's.
+STORAGE_ONLY = frozenset({ScalarType.QINT8, ScalarType.QUINT8, ScalarType.QINT32, ScalarType.BITS16})
+
+NAMES: dict[ScalarType, str] = {code: row[0] for code, row in _TABLE.items()}
+NUMPY_NAMES: dict[ScalarType, str] = {code: row[1] for code, row in _TABLE.items() if row[1] is not None}
+SHORT_NAMES: dict[ScalarType, str] = {code: row[2] for code, row in _TABLE.items() if row[2] is not None}
+
+
+def _resolve(name: str) -> np.dtype | None:
+    if name != "bfloat16":
+        return np.dtype(name)
     try:
         import ml_dtypes
     except ImportError:  # bfloat16 programs then fail with a clear message at load
@@ -47,47 +100,9 @@ def _bfloat16():
 
 
 _NUMPY: dict[ScalarType, np.dtype] = {
-    ScalarType.BYTE: np.dtype(np.uint8),
-    ScalarType.CHAR: np.dtype(np.int8),
-    ScalarType.SHORT: np.dtype(np.int16),
-    ScalarType.INT: np.dtype(np.int32),
-    ScalarType.LONG: np.dtype(np.int64),
-    ScalarType.HALF: np.dtype(np.float16),
-    ScalarType.FLOAT: np.dtype(np.float32),
-    ScalarType.DOUBLE: np.dtype(np.float64),
-    ScalarType.COMPLEX64: np.dtype(np.complex64),
-    ScalarType.COMPLEX128: np.dtype(np.complex128),
-    ScalarType.BOOL: np.dtype(np.bool_),
-    ScalarType.QINT8: np.dtype(np.int8),
-    ScalarType.QUINT8: np.dtype(np.uint8),
-    ScalarType.QINT32: np.dtype(np.int32),
-    ScalarType.BITS16: np.dtype(np.uint16),
-    ScalarType.UINT16: np.dtype(np.uint16),
-    ScalarType.UINT32: np.dtype(np.uint32),
-    ScalarType.UINT64: np.dtype(np.uint64),
+    code: dtype for code, name in NUMPY_NAMES.items() if (dtype := _resolve(name)) is not None
 }
-_BF16 = _bfloat16()
-if _BF16 is not None:
-    _NUMPY[ScalarType.BFLOAT16] = _BF16
-
-_FROM_NUMPY = {
-    np.dtype(np.uint8): ScalarType.BYTE,
-    np.dtype(np.int8): ScalarType.CHAR,
-    np.dtype(np.int16): ScalarType.SHORT,
-    np.dtype(np.int32): ScalarType.INT,
-    np.dtype(np.int64): ScalarType.LONG,
-    np.dtype(np.float16): ScalarType.HALF,
-    np.dtype(np.float32): ScalarType.FLOAT,
-    np.dtype(np.float64): ScalarType.DOUBLE,
-    np.dtype(np.complex64): ScalarType.COMPLEX64,
-    np.dtype(np.complex128): ScalarType.COMPLEX128,
-    np.dtype(np.bool_): ScalarType.BOOL,
-    np.dtype(np.uint16): ScalarType.UINT16,
-    np.dtype(np.uint32): ScalarType.UINT32,
-    np.dtype(np.uint64): ScalarType.UINT64,
-}
-if _BF16 is not None:
-    _FROM_NUMPY[_BF16] = ScalarType.BFLOAT16
+_FROM_NUMPY = {dtype: code for code, dtype in _NUMPY.items() if code not in STORAGE_ONLY}
 
 
 def numpy_dtype(code: int) -> np.dtype:

@@ -15,19 +15,20 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from torchedge.errors import ExportError
+from torchedge.exir.dtypes import numpy_dtype_of
 
 __all__ = ["GraphBuilder", "ONNX_DTYPES", "tensor_type", "numpy_dtype", "value_info"]
 
-_TYPES = {  # torch dtype -> (ONNX element type, NumPy dtype)
-    torch.bool: (TensorProto.BOOL, np.bool_),
-    torch.uint8: (TensorProto.UINT8, np.uint8),
-    torch.int8: (TensorProto.INT8, np.int8),
-    torch.int16: (TensorProto.INT16, np.int16),
-    torch.int32: (TensorProto.INT32, np.int32),
-    torch.int64: (TensorProto.INT64, np.int64),
-    torch.float16: (TensorProto.FLOAT16, np.float16),
-    torch.float32: (TensorProto.FLOAT, np.float32),
-    torch.float64: (TensorProto.DOUBLE, np.float64),
+_TYPES = {  # torch dtype -> ONNX element type
+    torch.bool: TensorProto.BOOL,
+    torch.uint8: TensorProto.UINT8,
+    torch.int8: TensorProto.INT8,
+    torch.int16: TensorProto.INT16,
+    torch.int32: TensorProto.INT32,
+    torch.int64: TensorProto.INT64,
+    torch.float16: TensorProto.FLOAT16,
+    torch.float32: TensorProto.FLOAT,
+    torch.float64: TensorProto.DOUBLE,
 }
 ONNX_DTYPES = frozenset(_TYPES)  # the dtypes a lowered graph may carry
 
@@ -37,11 +38,13 @@ _RESHAPED_CONSTANT_SIZE = 16
 
 
 def tensor_type(dtype: torch.dtype) -> int:
-    return _TYPES[dtype][0]
+    return _TYPES[dtype]
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    return np.dtype(_TYPES[dtype][1])
+    if dtype not in _TYPES:
+        raise KeyError(dtype)
+    return numpy_dtype_of(dtype)
 
 
 def value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:

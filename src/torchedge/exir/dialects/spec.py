@@ -34,7 +34,9 @@ import torch
 import yaml
 
 from torchedge.errors import ExportError
+from torchedge.exir.dtypes import torch_dtype
 from torchedge.exir.ir import op_name
+from torchedge.schema.scalar_type import NAMES, ScalarType
 
 __all__ = [
     "DTYPE_NAMES",
@@ -54,19 +56,22 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml reads the spe
 
 # The dtypes the DSL names (ExecuTorch's regular, non-quantized tensor dtypes).
 DTYPE_NAMES = {
-    "Bool": torch.bool,
-    "Byte": torch.uint8,
-    "Char": torch.int8,
-    "Short": torch.int16,
-    "Int": torch.int32,
-    "Long": torch.int64,
-    "Half": torch.float16,
-    "BFloat16": torch.bfloat16,
-    "Float": torch.float32,
-    "Double": torch.float64,
-    "UInt16": torch.uint16,
-    "ComplexFloat": torch.complex64,
-    "ComplexDouble": torch.complex128,
+    NAMES[code]: torch_dtype(code)
+    for code in (
+        ScalarType.BOOL,
+        ScalarType.BYTE,
+        ScalarType.CHAR,
+        ScalarType.SHORT,
+        ScalarType.INT,
+        ScalarType.LONG,
+        ScalarType.HALF,
+        ScalarType.BFLOAT16,
+        ScalarType.FLOAT,
+        ScalarType.DOUBLE,
+        ScalarType.UINT16,
+        ScalarType.COMPLEX64,
+        ScalarType.COMPLEX128,
+    )
 }
 _NAME_OF = {dtype: name for name, dtype in DTYPE_NAMES.items()}
 
