@@ -26,7 +26,6 @@ OVERSIZED = {
     "torchedge/serialize/flatbuffer.py": 459,
     "torchedge/cli.py": 464,
     "torchedge/runtime/method.py": 418,
-    "torchedge/kernels/portable/convolution.py": 421,
 }
 
 

@@ -26,5 +26,6 @@ from torchedge.kernels.portable import (  # noqa: F401
     shape,
     slicing,
     sorting,
+    unfold,
     upsample,
 )
