@@ -82,6 +82,7 @@ def _extra_calls() -> list:
     conv_in, conv_w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
     pooled, indices = aten.max_pool3d_with_indices.default(x5, [2, 2, 2], [2, 2, 2])
     calls = [
+        _call(aten.glu.default, x4, 2),
         _call(aten._adaptive_avg_pool2d_backward.default, torch.randn(2, 3, 2, 2), x4),
         _call(aten._adaptive_avg_pool3d_backward.default, torch.randn(1, 2, 2, 2, 3), x5),
         _call(aten.avg_pool2d_backward.default, grad4, x4, [2, 2], [2, 2], [0, 0], False, True, None),

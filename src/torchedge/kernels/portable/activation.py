@@ -1,4 +1,4 @@
-"""Activations: relu, hardtanh, gelu, elu, leaky_relu, hard sigmoid/swish, silu, logit, softmax.
+"""Activations: relu, hardtanh, gelu, elu, leaky_relu, hard sigmoid/swish, silu, glu, logit, softmax.
 
 Like ATen, float16 and bfloat16 inputs compute in float32 and round once into ``out``.
 """
@@ -26,6 +26,7 @@ __all__ = [
     "hardsigmoid",
     "hardswish",
     "silu",
+    "glu",
     "logit",
     "softmax",
     "log_softmax",
@@ -200,6 +201,35 @@ def gelu(self, approximate, out):
         buf *= x
         buf *= 0.5
         finish(out, buf)
+
+
+def _glu_shape(op: str, self, dim, out) -> list[tuple]:
+    """``self``'s shape with ``dim`` halved (it must be even)."""
+    check(self.ndim > 0, op, "glu does not support 0-dimensional tensors")
+    axis = wrap_dim(dim, self.ndim, op)
+    check(self.shape[axis] % 2 == 0, op, f"halving dimension {dim} needs an even size, got {self.shape[axis]}")
+    return [self.shape[:axis] + (self.shape[axis] // 2,) + self.shape[axis + 1 :]]
+
+
+@register_kernel("aten::glu.out", shape=_glu_shape)
+def glu(self, dim, out):
+    """``a * sigmoid(b)`` of the first and second halves ``a``, ``b`` of ``self`` along ``dim``,
+    computed as ATen does: ``a * (1 / (1 + exp(-b)))`` in opmath."""
+    op = "aten::glu.out"
+    (shape,) = _glu_shape(op, self, dim, out)
+    check(tuple(out.shape) == shape, op, f"out has shape {list(out.shape)}, expected {list(shape)}")
+    buf = _float_buffer(op, self, out)
+    axis = wrap_dim(dim, self.ndim, op)
+    half = self.shape[axis] // 2
+    first = self[(slice(None),) * axis + (slice(0, half),)]
+    second = self[(slice(None),) * axis + (slice(half, None),)]
+    with quiet():
+        np.negative(second, out=buf, dtype=buf.dtype, casting="unsafe")
+        np.exp(buf, out=buf)
+        buf += 1
+        np.reciprocal(buf, out=buf)
+        np.multiply(buf, first, out=buf, dtype=buf.dtype, casting="unsafe")
+    store(out, buf, self.dtype)
 
 
 def _softmax_setup(op, self, dim, out):
