@@ -111,13 +111,7 @@ def _convolution_shape(
 
 @register_kernel("aten::convolution.out", shape=_convolution_shape)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out):
-    spatial = weight.ndim - 2
-    check(1 <= spatial <= 3, _OP, f"expected a 3-D to 5-D weight, got shape {list(weight.shape)}")
-    check(
-        input.ndim in (spatial + 1, spatial + 2),
-        _OP,
-        f"expected a {spatial + 2}-D (batched) or {spatial + 1}-D input, got shape {list(input.shape)}",
-    )
+    spatial = spatial_dims(_OP, input, weight)
     if input.ndim == spatial + 1:  # unbatched
         input, out = input[None], out[None]
     stride, padding, dilation = (
