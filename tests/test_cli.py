@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from torchedge.cli import main
+from torchedge.cli.main import main
 
 
 def test_export_inspect_run(tmp_path, capsys):

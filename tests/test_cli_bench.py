@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from torchedge.cli import main
+from torchedge.cli.main import main
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from torchedge.devtools.kernel_check import Status, core_operators
+from torchedge.devtools.core_operators import core_operators
+from torchedge.devtools.kernel_check import Status
 from torchedge.devtools.kernel_probe import kernel_spec
 from torchedge.devtools.probe_templates import TEMPLATES, WRONG
 from torchedge.exir.dialects.spec import SPEC_PATH, format_spec, load_spec

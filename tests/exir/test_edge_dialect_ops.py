@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from torchedge.devtools.kernel_check import DTYPES, Status, core_operators, kernel_op
+from torchedge.devtools.core_operators import core_operators
+from torchedge.devtools.kernel_check import DTYPES, Status, kernel_op
 from torchedge.devtools.kernel_probe import Draw, kernel_spec
 from torchedge.devtools.probe_templates import TEMPLATES, WRONG
 from torchedge.errors import ExportError

@@ -166,7 +166,7 @@ def test_unfusable_chains_are_left_alone():
 
 
 def test_fused_operators_have_functional_and_out_schemas():
-    from torchedge.exir.passes.kernel_fusion import fused_ops
+    from torchedge.exir.passes.fused_operators import fused_ops
 
     ops = fused_ops()
     q, k, v = (torch.randn(2, 5, 4) for _ in range(3))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from torchedge.cli import main
+from torchedge.cli.main import main
 
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")

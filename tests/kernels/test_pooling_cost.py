@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from torchedge.errors import KernelError
-from torchedge.kernels.portable import pooling
+from torchedge.kernels.portable import pooling_geometry
 from torchedge.kernels.portable.windows import release_workspace
 from torchedge.kernels.registry import get_kernel, output_shapes
 
@@ -58,10 +58,10 @@ def _assert_equal(got, want) -> None:
 def strategy(request, monkeypatch):
     """Both reduction strategies: tap by tap where it applies, and always in blocks."""
     if request.param == "blocks":
-        monkeypatch.setattr(pooling, "DIRECT_TAPS", 0)
-    pooling.pool_windows.cache_clear()  # windows cached under the other strategy
+        monkeypatch.setattr(pooling_geometry, "DIRECT_TAPS", 0)
+    pooling_geometry.pool_windows.cache_clear()  # windows cached under the other strategy
     yield request.param
-    pooling.pool_windows.cache_clear()
+    pooling_geometry.pool_windows.cache_clear()
 
 
 # -- windows larger than the input -------------------------------------------------------------

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from torchedge.devtools.kernel_check import AtenCall, kernel_arguments, kernel_op, opinfo_calls
+from torchedge.devtools.aten_calls import AtenCall
+from torchedge.devtools.kernel_check import kernel_arguments, kernel_op
+from torchedge.devtools.opinfo_sampling import opinfo_calls
 from torchedge.devtools.output_compare import Unsupported
 from torchedge.errors import KernelError, OperatorMissingError
 from torchedge.exir.op_schema import op_name
@@ -258,7 +260,7 @@ def _extra_calls() -> list:
 
 
 def _fused_calls() -> list:
-    from torchedge.exir.passes.kernel_fusion import fused_ops
+    from torchedge.exir.passes.fused_operators import fused_ops
 
     fused = fused_ops()
     q, k, v, mask = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 6), torch.zeros(5, 7)

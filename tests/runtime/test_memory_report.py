@@ -6,7 +6,7 @@ import zlib
 import numpy as np
 
 from tests.conftest import torchedge_compile
-from torchedge.cli import main
+from torchedge.cli.main import main
 from torchedge.runtime.memory_report import memory_report
 from torchedge.serialize import deserialize_pte
 

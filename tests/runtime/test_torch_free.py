@@ -7,7 +7,7 @@ CHECK = """
 import sys
 import torchedge.runtime, torchedge.kernels.portable, torchedge.serialize, torchedge.schema
 from torchedge.devtools.describe import describe_program
-import torchedge.cli
+import torchedge.cli.main
 bad = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.") or m.startswith("torchedge.exir")
              or m.startswith("executorch"))
 print(",".join(bad))

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchedge.devtools.kernel_check import DTYPES, Status, check_calls, core_operators, opinfo_calls, worst
+from torchedge.devtools.core_operators import core_operators
+from torchedge.devtools.kernel_check import DTYPES, Status, check_calls, worst
+from torchedge.devtools.opinfo_sampling import opinfo_calls
 from torchedge.exir.dtypes import scalar_type
 from torchedge.kernels.registry import registered_operators
 from torchedge.schema.scalar_type import SHORT_NAMES

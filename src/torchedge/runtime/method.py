@@ -9,27 +9,17 @@ the outputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
-from typing import Any
-
 import numpy as np
 
-from torchedge.errors import (
-    BackendMissingError,
-    InputError,
-    InvalidProgramError,
-    KernelError,
-    OperatorMissingError,
-    TorchEdgeError,
-)
+from torchedge.errors import BackendMissingError, InputError, InvalidProgramError, KernelError, TorchEdgeError
 from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.portable.common import quiet_run
-from torchedge.kernels.registry import get_kernel, op_traits
+from torchedge.kernels.registry import get_kernel
 from torchedge.runtime.backend import get_backend
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.method_meta import MethodMeta
+from torchedge.runtime.steps import DELEGATE, FREE, JUMP, KERNEL, MOVE, RESIZING_KERNEL, Step, StepCompiler, truthy
 from torchedge.runtime.threads import (
     DEFAULT_NUM_THREADS,
     RUNTIME_NUM_THREADS,
@@ -38,26 +28,9 @@ from torchedge.runtime.threads import (
     encode_num_threads,
 )
 from torchedge.runtime.values import ValueTable
-from torchedge.schema.program import DelegateCall, FreeCall, JumpFalseCall, KernelCall, MoveCall, Tensor, TensorList
-from torchedge.schema.scalar_type import ScalarType
+from torchedge.schema.program import Tensor
 
 __all__ = ["Method"]
-
-_KERNEL, _DELEGATE, _JUMP, _MOVE, _FREE, _NOP, _RESIZING_KERNEL = range(7)
-_MASK_TYPES = (ScalarType.BOOL, ScalarType.BYTE)
-
-
-@dataclass(slots=True)
-class _Step:
-    """One compiled instruction: what to call, on which value indices, where the result goes."""
-
-    kind: int
-    fn: Any = None  # the kernel or delegate call
-    args: tuple = ()
-    ret: int = -1
-    label: str = ""
-    outs: tuple = ()  # _RESIZING_KERNEL: the dynamic out tensors, resized to what `shapes` computes
-    shapes: Any = None
 
 
 class Method:
@@ -76,16 +49,17 @@ class Method:
     ):
         self.name = plan.name
         self._requested_threads = None if num_threads is None else check_num_threads(num_threads)
-        self._kernel_lookup = kernel_lookup
-        self._plan = plan
         sizes = list(plan.non_const_buffer_sizes or [0])[1:]
         limit = {} if max_arena_bytes is None else {"max_arena_bytes": max_arena_bytes}
         self.memory = MemoryManager(sizes, shared=shared_memory, live=live_memory, **limit)
         self._values = ValueTable(plan, pte, self.memory, self.name)
         self._inputs = list(plan.inputs or [])
         self._outputs = list(plan.outputs or [])
+        self._handles: list = []
+        self._delegates = [self._init_delegate(d, pte) for d in (plan.delegates or [])]
+        compiler = StepCompiler(self.name, plan, self._values, self._delegates, kernel_lookup)
         for i in self._inputs + self._outputs:
-            self._check_value_index(i, "input/output")
+            compiler.check_value_index(i, "input/output")
         # Outputs the plan gives no memory: the caller supplies it (or execute allocates it).
         self._caller_outputs = {
             pos
@@ -94,25 +68,23 @@ class Method:
         }
         # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
         self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
-        self._handles: list = []
-        self._delegates = [self._init_delegate(d, pte) for d in (plan.delegates or [])]
         chains = plan.chains or []
         if len(chains) > 1:
             raise InvalidProgramError(f"method '{self.name}' has {len(chains)} chains; only one is supported")
         instructions = chains[0].instructions if chains else []
-        self._steps = [self._compile(pc, ins, plan) for pc, ins in enumerate(instructions)]
+        self._steps = [compiler.compile(pc, ins) for pc, ins in enumerate(instructions)]
         self.meta = MethodMeta.from_plan(plan)
         # Kernels need the run's allocator (data-dependent outputs), error scope and thread limit; a fully
         # delegated method runs without them (its delegates sized their own pools at load).
-        self._runs_kernels = any(s.kind in (_KERNEL, _RESIZING_KERNEL) for s in self._steps)
+        self._runs_kernels = any(s.kind in (KERNEL, RESIZING_KERNEL) for s in self._steps)
         # Dynamic shapes: when a run's input shapes equal the last run's, every tensor already has
         # its size (unless some size depends on data), so the run can skip the shape functions.
         self._steps_without_resizing = self._steps
-        if any(s.kind == _RESIZING_KERNEL for s in self._steps):
+        if any(s.kind == RESIZING_KERNEL for s in self._steps):
             self._steps_without_resizing = [
-                _Step(_KERNEL, s.fn, s.args, s.ret, s.label) if s.kind == _RESIZING_KERNEL else s for s in self._steps
+                Step(KERNEL, s.fn, s.args, s.ret, s.label) if s.kind == RESIZING_KERNEL else s for s in self._steps
             ]
-        self._shapes_follow_inputs = not any(self._sizes_depend_on_data(s) for s in self._steps)
+        self._shapes_follow_inputs = not any(compiler.sizes_depend_on_data(s) for s in self._steps)
         self._shapes_current = False  # tensors have the sizes of the current inputs
         self._copied_outputs = tuple(pos not in self._caller_outputs for pos in range(len(self._outputs)))
         # Made last: kernels and delegates loaded above may have brought native pools of their own.
@@ -125,13 +97,6 @@ class Method:
 
     # -- loading ---------------------------------------------------------------
 
-    def _check_value_index(self, index: int, what: str) -> None:
-        if not 0 <= index < len(self._values.values):
-            raise InvalidProgramError(
-                f"method '{self.name}': {what} index {index} is outside the "
-                f"value table of {len(self._values.values)} entries"
-            )
-
     def _init_delegate(self, delegate, pte):
         try:
             backend = get_backend(delegate.id)
@@ -143,100 +108,6 @@ class Method:
         handle = backend.init(pte.delegate_data(delegate), specs)
         self._handles.append((backend, handle))
         return backend, handle
-
-    def _compile(self, pc: int, instruction, plan) -> _Step:
-        args = instruction.instr_args
-        where = f"method '{self.name}', instruction {pc}"
-        if isinstance(args, KernelCall):
-            return self._compile_kernel(pc, args, plan, where)
-        if isinstance(args, DelegateCall):
-            if not 0 <= args.delegate_index < len(self._delegates):
-                raise InvalidProgramError(f"{where}: delegate index {args.delegate_index} out of range")
-            for i in args.args:
-                self._check_value_index(i, where + " argument")
-            backend, handle = self._delegates[args.delegate_index]
-            return _Step(
-                _DELEGATE,
-                partial(backend.execute, handle),
-                tuple(args.args),
-                label=f"delegate {plan.delegates[args.delegate_index].id}",
-            )
-        if isinstance(args, JumpFalseCall):
-            self._check_value_index(args.cond_value_index, where + " condition")
-            return _Step(_JUMP, None, (args.cond_value_index,), args.destination_instruction, "jump_false")
-        if isinstance(args, MoveCall):
-            self._check_value_index(args.move_from, where)
-            self._check_value_index(args.move_to, where)
-            return _Step(_MOVE, None, (args.move_from,), args.move_to, "move")
-        if isinstance(args, FreeCall):
-            self._check_value_index(args.value_index, where)
-            return _Step(_FREE, None, (args.value_index,), label="free")
-        raise InvalidProgramError(f"{where}: unknown instruction {type(args).__name__}")
-
-    def _compile_kernel(self, pc: int, call: KernelCall, plan, where: str) -> _Step:
-        operators = plan.operators or []
-        if not 0 <= call.op_index < len(operators):
-            raise InvalidProgramError(
-                f"{where}: operator index {call.op_index} out of range (the method has {len(operators)} operators)"
-            )
-        op = operators[call.op_index]
-        name = f"{op.name}.{op.overload}" if op.overload else op.name
-        try:
-            kernel = self._kernel_lookup(name)
-        except OperatorMissingError:
-            raise OperatorMissingError(
-                f"{where}: no kernel registered for operator '{name}'; "
-                "register one with torchedge.runtime.register_kernel"
-            ) from None
-        indices = list(call.args)
-        for i in indices:
-            self._check_value_index(i, where + " argument")
-        if len(indices) < kernel.num_args:
-            raise InvalidProgramError(
-                f"{where}: operator '{name}' takes {kernel.num_args} arguments, the instruction passes {len(indices)}"
-            )
-        step = _Step(_KERNEL, kernel.fn, tuple(indices[: kernel.num_args]), indices[-1], name)
-        traits = op_traits(name)
-        if traits.view:
-            if self._bind_static_view(step):
-                return _Step(_NOP, label=f"{name} (bound at load)")  # kept so jump targets stay valid
-            return step
-        outs = self._out_tensors(step.ret)
-        if any(self._values.is_dynamic(i) for i in outs) and not traits.data_dependent:
-            if traits.shape is None:
-                raise OperatorMissingError(
-                    f"{where}: operator '{name}' writes a dynamic-shape tensor, and "
-                    "torchedge has no shape function for it"
-                )
-            step.kind, step.outs, step.shapes = _RESIZING_KERNEL, outs, traits.shape
-        return step
-
-    def _sizes_depend_on_data(self, step: _Step) -> bool:
-        """Whether this step can make later sizes depend on tensor values, not only on input shapes."""
-        if step.kind in (_JUMP, _MOVE, _FREE):
-            return True
-        traits = op_traits(step.label)
-        if traits.data_dependent or traits.value_from_data:
-            return True
-        if traits.mask_index_arg is None:
-            return False
-        indices = self._values.schema[step.args[traits.mask_index_arg]]  # a boolean mask index sizes the output
-        return any(self._values.schema[i].scalar_type in _MASK_TYPES for i in indices.items if i >= 0)
-
-    def _out_tensors(self, ret: int) -> tuple:
-        """The tensors a kernel writes: its return slot, or the items of a returned tensor list."""
-        schema = self._values.schema[ret]
-        if isinstance(schema, TensorList):
-            return tuple(schema.items)
-        return (ret,) if isinstance(schema, Tensor) else ()
-
-    def _bind_static_view(self, step: _Step) -> bool:
-        """Bind a view of a tensor with fixed memory once, at load, instead of every run."""
-        base = step.args[0]
-        if self._values[base] is None or self._values.is_dynamic(base) or self._values.is_dynamic(step.ret):
-            return False
-        self._values.set(step.ret, step.fn(*[self._values[i] for i in step.args]))
-        return True
 
     # -- execution -------------------------------------------------------------
 
@@ -359,23 +230,23 @@ class Method:
             while pc < n:
                 step = steps[pc]
                 kind = step.kind
-                if kind == _KERNEL:
+                if kind == KERNEL:
                     result = step.fn(*[table[i] for i in step.args])
                     if result is not None:
                         self._store_result(step.ret, result)
-                elif kind == _RESIZING_KERNEL:
+                elif kind == RESIZING_KERNEL:
                     for index, shape in zip(step.outs, step.shapes(*[table[i] for i in step.args])):
                         values.resize(index, shape)
                     step.fn(*[table[i] for i in step.args])
-                elif kind == _DELEGATE:
+                elif kind == DELEGATE:
                     step.fn([table[i] for i in step.args])
-                elif kind == _JUMP:
-                    if not _truthy(table[step.args[0]]):
+                elif kind == JUMP:
+                    if not truthy(table[step.args[0]]):
                         pc = step.ret
                         continue
-                elif kind == _MOVE:
+                elif kind == MOVE:
                     values.set(step.ret, table[step.args[0]])
-                elif kind == _FREE:
+                elif kind == FREE:
                     values.set(step.args[0], None)
                 pc += 1
             self._shapes_current = self._shapes_follow_inputs
@@ -406,13 +277,3 @@ class Method:
                 backend.destroy(handle)
             except Exception:  # destruction must never raise out of __del__
                 pass
-
-
-def _truthy(value) -> bool:
-    if isinstance(value, np.ndarray):
-        if value.dtype != np.bool_:
-            raise InvalidProgramError(f"jump condition must be a bool or bool tensor, got {value.dtype}")
-        return bool(value.all())
-    if isinstance(value, bool):
-        return value
-    raise InvalidProgramError(f"jump condition must be a bool or bool tensor, got {type(value).__name__}")

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from torchedge.schema import program as s
 from torchedge.schema.scalar_type import ScalarType
-from torchedge.serialize.flatbuffer import Bytes, Scalar, ScalarVector, String, Table, TableRef, TableVector, Union
+from torchedge.serialize.flatbuffer_fields import (
+    Bytes,
+    Scalar,
+    ScalarVector,
+    String,
+    Table,
+    TableRef,
+    TableVector,
+    Union,
+)
 
 __all__ = ["FILE_IDENTIFIER", "VECTOR_ALIGNMENT", "PROGRAM"]
 

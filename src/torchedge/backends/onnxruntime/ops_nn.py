@@ -8,7 +8,7 @@ import torch
 from torchedge.backends.onnxruntime.builder import GraphBuilder, numpy_dtype
 from torchedge.backends.onnxruntime.ops_reduce import reduce
 from torchedge.backends.onnxruntime.registry import FLOAT32, FLOATS, NUMERIC, NodeArgs, first_output_only, lowers
-from torchedge.kernels.portable.pooling import pool_divisors
+from torchedge.kernels.portable.pooling_geometry import pool_divisors
 from torchedge.kernels.portable.upsample import nearest_indices
 
 __all__: list[str] = []  # translations register themselves; nothing to import

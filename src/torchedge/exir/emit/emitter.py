@@ -14,59 +14,34 @@ from torch.utils._pytree import treespec_dumps
 
 from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import LoweredBackendModule
-from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.emit.dim_order import dim_order_variant
+from torchedge.exir.emit.value_table import Value, ValueTable, literal_evalue, scalar_placeholder
 from torchedge.exir.ir import bind_arguments, constant_value, executorch_call_delegate, pte_operator_name
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import is_inplace, out_argument_names
 from torchedge.exir.source import describe_node, frames
 from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
-from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
+from torchedge.exir.tensor_spec import TensorSpec
 from torchedge.schema.program import (
-    AllocationDetails,
     BackendDelegate,
     BackendDelegateDataReference,
-    Bool,
-    BoolList,
     Chain,
     ContainerMetadata,
     DataLocation,
     DelegateCall,
-    Double,
-    DoubleList,
-    EValue,
     ExecutionPlan,
-    ExtraTensorInfo,
     Frame,
     FrameList,
     Instruction,
-    Int,
-    IntList,
     KernelCall,
-    Null,
     Operator,
-    OptionalTensorList,
-    String,
-    Tensor,
-    TensorDataLocation,
     TensorList,
-    TensorShapeDynamism,
 )
 from torchedge.schema.program import CompileSpec as SchemaCompileSpec
-from torchedge.schema.scalar_type import ScalarType
 
-__all__ = ["Value", "MethodEmitter", "emit_constant_method"]
-
-
-class Value:
-    """A handle on an entry of the value table (distinct from literal ints in arguments)."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int):
-        self.index = index
+__all__ = ["MethodEmitter", "emit_constant_method"]
 
 
 class MethodEmitter(torch.fx.Interpreter):
@@ -87,16 +62,13 @@ class MethodEmitter(torch.fx.Interpreter):
         super().__init__(graph_module, garbage_collect_values=False)
         self.name = name
         self.exported_program = exported_program
-        self.constants = constants
-        self.mutable_data = mutable_data if mutable_data is not None else ConstantTable()
-        self.emit_mutable_buffer_names = emit_mutable_buffer_names
+        mutable_data = mutable_data if mutable_data is not None else ConstantTable()
+        self.table = ValueTable(constants, mutable_data, emit_mutable_buffer_names)
         self.non_const_buffer_sizes = non_const_buffer_sizes
-        self.values: list[EValue] = []
         self.instructions: list[Instruction] = []
         self.operators: dict[tuple[str, str], int] = {}
         self.inputs: list[int] = []
         self.outputs: list[int] = []
-        self._spec_values: dict[int, int] = {}
         self.node: torch.fx.Node | None = None
         self.emit_stacktrace = emit_stacktrace
         self.delegate_data = delegate_data if delegate_data is not None else DelegateTable()
@@ -116,7 +88,7 @@ class MethodEmitter(torch.fx.Interpreter):
                 encoded_inp_str=treespec_dumps(call_spec.in_spec) if call_spec.in_spec else "",
                 encoded_out_str=treespec_dumps(call_spec.out_spec) if call_spec.out_spec else "",
             ),
-            values=self.values,
+            values=self.table.values,
             inputs=self.inputs,
             outputs=self.outputs,
             chains=[
@@ -147,21 +119,21 @@ class MethodEmitter(torch.fx.Interpreter):
         node = self.node
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
-            index = self._add_literal(val)
+            index = self.table.literal(val)
             self.inputs.append(index)
             return Value(index)
         spec: TensorSpec = node.meta["spec"]
         if spec.const:
-            return Value(self._constant_tensor(self._constant_of(node.name), spec))
+            return Value(self.table.constant_tensor(self._constant_of(node.name), spec))
         if spec.state:
-            return Value(self._state_tensor(node.name, spec))
-        index = self._tensor_value(spec)
+            return Value(self.table.state_tensor(spec, self._constant_of(node.name)))
+        index = self.table.tensor(spec)
         self.inputs.append(index)
         return Value(index)
 
     def call_function(self, target, args, kwargs):
         if target is alloc:  # planned memory: a value, no instruction
-            return Value(self._tensor_value(self.node.meta["spec"]))
+            return Value(self.table.tensor(self.node.meta["spec"]))
         if target is view:
             return self._emit_view(args[0], args[1], self.node.meta["spec"])
         if target is operator.getitem:
@@ -177,7 +149,7 @@ class MethodEmitter(torch.fx.Interpreter):
     def output(self, target, args, kwargs):
         outputs = args[0] if isinstance(args[0], (tuple, list)) else [args[0]]
         for out in outputs:
-            self.outputs.append(out.index if isinstance(out, Value) else self._add_literal(out))
+            self.outputs.append(out.index if isinstance(out, Value) else self.table.literal(out))
         return None
 
     def get_attr(self, target, args, kwargs):
@@ -221,7 +193,7 @@ class MethodEmitter(torch.fx.Interpreter):
         if len(out_names) == 1 and not isinstance(bound[out_names[0]], (list, tuple)):
             arg_indices.append(outs[0].index)
         elif outs:  # several outs, or a Tensor[] out (even when the schema returns nothing, as ExecuTorch emits)
-            arg_indices.append(self._add(TensorList(items=[o.index for o in outs])))
+            arg_indices.append(self.table.add(TensorList(items=[o.index for o in outs])))
         self._append_kernel_call(schema, arg_indices)
         if not outs:
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
@@ -239,7 +211,7 @@ class MethodEmitter(torch.fx.Interpreter):
                 raise ExportError(
                     f"operator {schema.name}.{schema.overload_name} is missing argument '{schema_arg.name}'"
                 )
-            arg_indices.append(self._argument(value, schema_arg.type))
+            arg_indices.append(self.table.argument(value, schema_arg.type))
         return arg_indices
 
     def _append_kernel_call(self, schema, arg_indices: list[int]) -> None:
@@ -250,10 +222,11 @@ class MethodEmitter(torch.fx.Interpreter):
         """Size arithmetic: a kernel that returns a scalar into a fresh Int/Double/Bool value."""
         if isinstance(target, torch._ops.OpOverload):
             bound = bind_arguments(target, args, kwargs)
-            arg_indices = [self._argument(bound.get(a.name, a.default_value), a.type) for a in target._schema.arguments]
+            arguments = target._schema.arguments
+            arg_indices = [self.table.argument(bound.get(a.name, a.default_value), a.type) for a in arguments]
         else:
-            arg_indices = [self._argument(a, None) for a in args]
-        ret = self._add_literal(_scalar_placeholder(self.node.meta.get("val")))
+            arg_indices = [self.table.argument(a, None) for a in args]
+        ret = self.table.literal(scalar_placeholder(self.node.meta.get("val")))
         name, overload = scalar_kernel_name(self.node)
         op_index = self.operators.setdefault((name, overload), len(self.operators))
         self._append(KernelCall(op_index=op_index, args=arg_indices + [ret]))
@@ -262,7 +235,8 @@ class MethodEmitter(torch.fx.Interpreter):
     def _emit_dim_order_copy(self, name: str, arguments: list, out: Value) -> Value:
         """``[self, non_blocking, dim_order, out, out]``, as ExecuTorch emits its dim-order copies."""
         self_value, non_blocking, order = arguments
-        indices = [self_value.index, self._add_literal(non_blocking), self._list(order, None), out.index, out.index]
+        table = self.table
+        indices = [self_value.index, table.literal(non_blocking), table.list(order, None), out.index, out.index]
         op_index = self.operators.setdefault((name, "out"), len(self.operators))
         self._append(KernelCall(op_index=op_index, args=indices))
         return out
@@ -270,9 +244,9 @@ class MethodEmitter(torch.fx.Interpreter):
     def _emit_view(self, base: Value, shape, spec: TensorSpec) -> Value:
         """A static view of planned memory is just a value; a view of caller-supplied memory or
         with sizes known only at run time is an ``et_view`` call."""
-        out = self._tensor_value(spec)
+        out = self.table.tensor(spec)
         if spec.mem_id is None or spec.dynamic:
-            size = self._list(list(shape), None)
+            size = self.table.list(list(shape), None)
             op_index = self.operators.setdefault(("executorch_prim::et_view", "default"), len(self.operators))
             self._append(KernelCall(op_index=op_index, args=[base.index, size, out]))
         return Value(out)
@@ -291,82 +265,6 @@ class MethodEmitter(torch.fx.Interpreter):
                 )
             )
 
-    def _argument(self, value, arg_type) -> int:
-        """Value index for one argument of declared type ``arg_type``."""
-        if isinstance(value, Value):
-            return value.index
-        kind = str(arg_type)
-        if value is None:
-            if kind == "Tensor":  # None for a non-optional tensor: an empty tensor, as ExecuTorch does
-                return self._add(EValue(val=_tensor_schema(ScalarType.BYTE, (0,), (0,))))
-            return self._add(EValue(val=Null()))
-        if kind == "Tensor" and isinstance(value, (bool, int, float)):
-            return self._constant_tensor(tensor_bytes(_scalar_tensor(value)), _scalar_spec(value))
-        if isinstance(value, (list, tuple)):
-            return self._list(value, arg_type)
-        return self._add_literal(value)
-
-    def _list(self, items, arg_type) -> int:
-        elem = _element_kind(arg_type)
-        if elem in ("int", "SymInt", None) and any(isinstance(v, Value) and not self._is_tensor(v) for v in items):
-            # sizes computed at run time: the list boxes their values next to literal ints
-            boxed = [v.index if isinstance(v, Value) else self._add(EValue(val=Int(int_val=int(v)))) for v in items]
-            return self._add(EValue(val=IntList(items=boxed)))
-        if any(isinstance(v, Value) for v in items) or elem in ("Tensor", "Optional[Tensor]"):
-            if elem == "Optional[Tensor]":
-                return self._add(EValue(val=OptionalTensorList(items=[-1 if v is None else v.index for v in items])))
-            return self._add(EValue(val=TensorList(items=[v.index for v in items])))
-        if elem == "float" or (elem is None and any(isinstance(v, float) for v in items)):
-            return self._add(EValue(val=DoubleList(items=[float(v) for v in items])))
-        if elem == "bool" or (elem is None and items and all(isinstance(v, bool) for v in items)):
-            return self._add(EValue(val=BoolList(items=[bool(v) for v in items])))
-        boxed = [self._add(EValue(val=Int(int_val=int(v)))) for v in items]
-        return self._add(EValue(val=IntList(items=boxed)))
-
-    def _add_literal(self, value) -> int:
-        return self._add(literal_evalue(value))
-
-    def _is_tensor(self, value: Value) -> bool:
-        return isinstance(self.values[value.index].val, Tensor)
-
-    # -- tensors ---------------------------------------------------------------
-
-    def _tensor_value(self, spec: TensorSpec) -> int:
-        """The planned tensor value of ``spec`` (one value per spec, shared by its writers)."""
-        index = self._spec_values.get(id(spec))
-        if index is None:
-            allocation = None
-            if spec.mem_id is not None:
-                allocation = AllocationDetails(
-                    memory_id=spec.mem_id,
-                    memory_offset_low=spec.mem_offset & 0xFFFFFFFF,
-                    memory_offset_high=spec.mem_offset >> 32,
-                )
-            tensor = _tensor_schema(scalar_type(spec.dtype), spec.shape, spec.dim_order)
-            tensor.allocation_info = allocation
-            if spec.dynamic:
-                tensor.shape_dynamism = TensorShapeDynamism.DYNAMIC_BOUND
-            index = self._add(EValue(val=tensor))
-            self._spec_values[id(spec)] = index
-        return index
-
-    def _state_tensor(self, placeholder_name: str, spec: TensorSpec) -> int:
-        """A mutable buffer: planned memory that starts from the buffer's value in the program
-        (as ExecuTorch's ``InitializedMutableBufferPass`` records it), optionally named."""
-        index = self._tensor_value(spec)
-        tensor = self.values[index].val
-        tensor.data_buffer_idx = self.mutable_data.add(self._constant_of(placeholder_name))
-        if self.emit_mutable_buffer_names:
-            tensor.extra_tensor_info = ExtraTensorInfo(
-                fully_qualified_name=spec.state, location=TensorDataLocation.SEGMENT
-            )
-        return index
-
-    def _constant_tensor(self, data: bytes, spec: TensorSpec) -> int:
-        tensor = _tensor_schema(scalar_type(spec.dtype), spec.shape, contiguous_dim_order(len(spec.shape)))
-        tensor.data_buffer_idx = self.constants.add(data)
-        return self._add(EValue(val=tensor))
-
     def _constant_of(self, placeholder_name: str) -> bytes:
         ep = self.exported_program
         sig = ep.graph_signature
@@ -374,37 +272,6 @@ class MethodEmitter(torch.fx.Interpreter):
             if placeholder_name in mapping:
                 return tensor_bytes(constant_value(ep, mapping[placeholder_name]))
         raise ExportError(f"placeholder '{placeholder_name}' is marked constant but has no value")
-
-    def _add(self, value) -> int:
-        if not isinstance(value, EValue):
-            value = EValue(val=value)
-        self.values.append(value)
-        return len(self.values) - 1
-
-
-def literal_evalue(value) -> EValue:
-    """The EValue of a literal argument: scalars, strings, dtypes, layouts, memory formats."""
-    if value is None:
-        return EValue(val=Null())
-    if isinstance(value, bool):
-        return EValue(val=Bool(bool_val=value))
-    if isinstance(value, int):
-        return EValue(val=Int(int_val=value))
-    if isinstance(value, float):
-        return EValue(val=Double(double_val=value))
-    if isinstance(value, str):
-        return EValue(val=String(string_val=value))
-    if isinstance(value, torch.dtype):
-        return EValue(val=Int(int_val=int(scalar_type(value))))
-    if isinstance(value, torch.memory_format) and value in MEMORY_FORMAT_CODES:
-        return EValue(val=Int(int_val=MEMORY_FORMAT_CODES[value]))
-    if isinstance(value, torch.layout) and value in LAYOUT_CODES:
-        return EValue(val=Int(int_val=LAYOUT_CODES[value]))
-    if isinstance(value, torch.device):
-        if value.type != "cpu":
-            raise ExportError(f"device {value} is not supported: torchedge programs run on the CPU")
-        return EValue(val=Null())
-    raise ExportError(f"cannot emit argument value {value!r} of type {type(value).__name__}")
 
 
 def emit_constant_method(name: str, value) -> ExecutionPlan:
@@ -428,46 +295,6 @@ def emit_constant_method(name: str, value) -> ExecutionPlan:
     )
 
 
-def _scalar_placeholder(val):
-    """The initial value of a scalar computed at run time, typed like the graph's symbolic value."""
-    if isinstance(val, (torch.SymBool, bool)):
-        return False
-    if isinstance(val, (torch.SymFloat, float)):
-        return 0.0
-    return 0
-
-
 def _flatten(values: list) -> list:
     """Out arguments, with ``Tensor[]`` outs expanded into their tensors."""
     return [v for value in values for v in (value if isinstance(value, (list, tuple)) else [value])]
-
-
-def _element_kind(arg_type) -> str | None:
-    """Element type of a (possibly optional) list schema type: ``"int"``, ``"Tensor"``, ``"Optional[Tensor]"``..."""
-    if isinstance(arg_type, torch.OptionalType):
-        arg_type = arg_type.getElementType()
-    return str(arg_type.getElementType()) if isinstance(arg_type, torch.ListType) else None
-
-
-def _tensor_schema(code: ScalarType, shape, dim_order) -> Tensor:
-    return Tensor(
-        scalar_type=code,
-        storage_offset=0,
-        sizes=[int(s) for s in shape],
-        dim_order=list(dim_order),
-        requires_grad=False,
-        data_buffer_idx=0,
-        allocation_info=None,
-        layout=0,
-        shape_dynamism=TensorShapeDynamism.STATIC,
-        extra_tensor_info=None,
-    )
-
-
-def _scalar_tensor(value) -> torch.Tensor:
-    """A Python scalar in a Tensor position becomes a 0-d tensor with the scalar's default dtype."""
-    return torch.tensor(value)
-
-
-def _scalar_spec(value) -> TensorSpec:
-    return TensorSpec.from_tensor(_scalar_tensor(value), const=True)

@@ -7,11 +7,12 @@ Importing this package registers every kernel (and the primitive operators) with
 from torchedge.kernels import prim_ops  # noqa: F401
 from torchedge.kernels.portable import (  # noqa: F401
     activation,
+    adaptive_pooling,
+    arithmetic,
     backward,
     comparison,
     convolution,
     creation,
-    elementwise,
     fft,
     fused,
     indexing,
@@ -26,6 +27,7 @@ from torchedge.kernels.portable import (  # noqa: F401
     shape,
     slicing,
     sorting,
+    unary,
     unfold,
     upsample,
 )

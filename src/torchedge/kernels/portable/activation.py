@@ -12,9 +12,10 @@ import numpy as np
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, can_cast, float_result_type, is_floating, is_integral
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, write
 from torchedge.kernels.portable.comparison import clamp, fast_clamp, keep_signed_zeros
-from torchedge.kernels.portable.elementwise import SAME, check_same_dtype, opmath_buffer, store, unary_kernel
+from torchedge.kernels.portable.elementwise import SAME, check_same_dtype, opmath_buffer, store
 from torchedge.kernels.portable.shape_rules import broadcast_inputs, same_as
 from torchedge.kernels.portable.special import _P32, _Q32, ErfRational, erf
+from torchedge.kernels.portable.unary import unary_kernel
 from torchedge.kernels.registry import register_kernel
 
 __all__ = [

@@ -20,21 +20,18 @@ from collections.abc import Callable
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
-from torchedge.kernels.portable.common import check, pair, quiet, write
-from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col, spatial_dims
-from torchedge.kernels.portable.pooling import (
+from torchedge.kernels.portable.adaptive_pooling import (
     adaptive_bounds,
     averaging_matrix,
-    batched,
     map_dims,
     matmul_along,
-    pool_divisors,
-    pool_geometry,
-    pool_windows,
-    range_sums,
     shrinking_first,
     small_matrix,
 )
+from torchedge.kernels.portable.common import check, pair, quiet, write
+from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col, spatial_dims
+from torchedge.kernels.portable.pooling_geometry import batched, pool_divisors, pool_geometry, pool_windows
+from torchedge.kernels.portable.pooling_reduction import range_sums
 from torchedge.kernels.portable.shape_rules import masked, same_as
 from torchedge.kernels.portable.windows import scatter_taps
 from torchedge.kernels.registry import register_kernel

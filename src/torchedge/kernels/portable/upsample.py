@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
+from torchedge.kernels.portable.adaptive_pooling import matmul_along
 from torchedge.kernels.portable.common import check, quiet, write
-from torchedge.kernels.portable.pooling import matmul_along
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["source_scale", "nearest_indices", "linear_taps", "cubic_taps", "cubic_weights"]

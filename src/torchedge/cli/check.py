@@ -1,0 +1,66 @@
+"""`torchedge check`: export a model, run it on the NumPy runtime and compare with PyTorch eager."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.cli.eager import torch_threads
+from torchedge.cli.export import compile_model
+from torchedge.cli.output import stage, summary, threads_text
+from torchedge.devtools.timing import time_calls
+
+__all__ = ["cmd_check"]
+
+
+def cmd_check(args) -> int:
+    """Export a model, run it on the NumPy runtime and compare with PyTorch eager."""
+
+    from torchedge.runtime import Runtime
+
+    model, inputs, program = compile_model(args.model, args.dynamic)
+    stage(f".pte is {len(program.buffer):,} bytes; loading it with the NumPy runtime")
+    method = Runtime.get().load_program(program.buffer).load_method("forward", num_threads=args.threads)
+    ok = True
+    with torch_threads(method.num_threads):  # compare like with like: eager gets the runtime's threads
+        for sized in _sizes_to_check(inputs, args.dynamic):
+            ok &= _check_once(method, model, sized, args)
+    print("PASS" if ok else f"FAIL: error above tolerance {args.tolerance:.0e}")
+    return 0 if ok else 1
+
+
+def _sizes_to_check(inputs, dynamic) -> list:
+    """The example inputs, plus, for dynamic dimensions, inputs at their smallest and largest sizes."""
+    from torchedge.devtools.dynamic_inputs import resize_along
+
+    variants = [inputs]
+    for size_of in (lambda d: d.min, lambda d: d.max):
+        resized = list(inputs)
+        for d in dynamic or []:
+            resized[d.input] = resize_along(resized[d.input], d.dim, size_of(d))
+        variants.append(tuple(resized))
+    unique = {tuple(tuple(t.shape) for t in v): v for v in variants}
+    return list(unique.values())
+
+
+def _check_once(method, model, inputs, args) -> bool:
+    import torch
+
+    print(f"inputs: {', '.join(f'{t.dtype}{list(t.shape)}' for t in inputs)}")
+    np_inputs = [t.numpy() for t in inputs]
+    sides = {"torchedge": lambda: method.execute(np_inputs), "eager": torch.no_grad()(lambda: model(*inputs))}
+    outputs, expected = sides["torchedge"](), sides["eager"]()
+    timings = time_calls(sides, args.repeat, warmup=0)
+    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    worst = 0.0
+    for i, (got, want) in enumerate(zip(outputs, expected)):
+        want = want.numpy()
+        error = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-12)
+        worst = max(worst, error)
+        print(f"output {i}: {summary(got)}")
+        print(f"  eager:  {summary(want)}")
+        print(f"  max abs error relative to max |eager| = {error:.2e}")
+    print(
+        f"latency: torchedge {timings['torchedge'].p50 * 1e3:.3f} ms, eager {timings['eager'].p50 * 1e3:.3f} ms "
+        f"(median of {args.repeat}, {threads_text(method.num_threads)} each)"
+    )
+    return worst <= args.tolerance and len(outputs) == len(expected)

@@ -1,0 +1,30 @@
+"""`torchedge inspect` and `torchedge kernels`: describe a .pte, and the registered kernel library."""
+
+from __future__ import annotations
+
+from torchedge.cli.output import stage
+
+__all__ = ["cmd_inspect", "cmd_kernels"]
+
+
+def cmd_inspect(args) -> int:
+    from torchedge.devtools.describe import describe_memory, describe_program
+
+    print(describe_memory(args.pte, args.png) if args.memory or args.png else describe_program(args.pte))
+    return 0
+
+
+def cmd_kernels(args) -> int:
+    """List the registered kernels, or the core-ATen coverage of the portable library."""
+    if not (args.coverage or args.dtypes):
+        from torchedge.kernels.registry import registered_operators
+
+        names = registered_operators()
+        print("\n".join(names) + f"\n{len(names)} kernels registered")
+        return 0
+    from torchedge.devtools.kernel_coverage import coverage, format_coverage
+
+    if args.dtypes:
+        stage("checking every kernel against PyTorch eager on OpInfo samples (under a minute)")
+    print(format_coverage(coverage(check_dtypes=args.dtypes), check_dtypes=args.dtypes))
+    return 0

@@ -1,0 +1,103 @@
+"""The core-ATen calls that PyTorch's OpInfo samples make, across dtypes, for differential checks.
+
+`opinfo_calls` runs the first few samples of every OpInfo at every dtype of `DTYPES` it
+supports, records the core-ATen calls they make, and keys them by (core operator, dtype).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import warnings
+
+import torch
+
+from torchedge.devtools.aten_calls import AtenCall, AtenCallRecorder, leaves
+from torchedge.devtools.core_operators import core_operator_of
+from torchedge.devtools.kernel_check import DTYPES
+
+__all__ = ["opinfo_calls"]
+
+
+@functools.cache
+def _op_db():
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    return [leaf for leaf in leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def _signature(call: AtenCall) -> tuple:
+    call_leaves = leaves((call.args, call.kwargs))
+    return (call.op,) + tuple(
+        (t.dtype, tuple(t.shape)) if isinstance(t, torch.Tensor) else repr(t) for t in call_leaves
+    )
+
+
+def _replayable(func, args) -> bool:
+    """Whether a recorded copy can replay the call: not so for ``as_strided`` of a tensor that
+    does not own exactly its storage, since the result reads that storage."""
+    if func._schema.name not in ("aten::as_strided", "aten::as_strided_copy"):
+        return True
+    t = args[0]
+    return t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.nbytes
+
+
+def _keep(func, args) -> bool:
+    return core_operator_of(func) is not None and _replayable(func, args)
+
+
+def _key_dtype(call: AtenCall, sampled: torch.dtype) -> torch.dtype:
+    """The dtype a call exercises: the sampled one if any tensor has it, else its output's."""
+    tensors = _tensors(call.result) + _tensors((call.args, call.kwargs))
+    dtypes = [t.dtype for t in tensors]
+    return sampled if sampled in dtypes or not dtypes else dtypes[0]
+
+
+def _sample_calls(info, dtype: torch.dtype, samples: int):
+    """The core-ATen calls the first ``samples`` OpInfo samples of ``info`` at ``dtype`` make."""
+    torch.default_generator.manual_seed(0)
+    try:  # `info.sample_inputs` wraps this generator in test bookkeeping that walks the stack per call
+        inputs = list(itertools.islice(info.sample_inputs_func(info, "cpu", dtype, False), samples))
+    except Exception:  # a sample generator that fails for this dtype gives nothing to check
+        return []
+    calls = []
+    for sample in inputs:
+        recorder = AtenCallRecorder(keep=_keep)
+        try:
+            with recorder:
+                info.op(sample.input, *sample.args, **sample.kwargs)
+        except Exception:  # the calls made before the failure are still eager's answers
+            pass
+        calls += recorder.calls
+    return calls
+
+
+@functools.cache
+def opinfo_calls(dtypes=DTYPES, samples: int = 3, calls_per_pair: int = 6) -> dict[tuple[str, torch.dtype], list]:
+    """Core-ATen calls from OpInfo samples, keyed by (core operator name, dtype).
+
+    At most ``samples`` samples per (OpInfo, dtype) and ``calls_per_pair`` distinct calls
+    (by argument shapes, dtypes and values) per key; calls with tensors of other dtypes
+    (complex, quantized) are left out. Deterministic (the random state is restored after);
+    cached: callers share one sampling, and must not change it.
+    """
+    pairs: dict[tuple[str, torch.dtype], list[AtenCall]] = {}
+    seen = set()
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+        warnings.simplefilter("ignore")
+        for info in _op_db():
+            supported = info.supported_dtypes("cpu")
+            for dtype in (d for d in dtypes if d in supported):
+                for call in _sample_calls(info, dtype, samples):
+                    bucket = pairs.setdefault((core_operator_of(call.op).name, _key_dtype(call, dtype)), [])
+                    if len(bucket) >= calls_per_pair or any(t.dtype not in DTYPES for t in _tensors(call)):
+                        continue
+                    signature = _signature(call)
+                    if signature not in seen:
+                        seen.add(signature)
+                        bucket.append(call)
+    return {key: calls for key, calls in sorted(pairs.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))) if calls}

@@ -1,0 +1,115 @@
+"""The ``torchedge_fused`` operators: their schemas, their eager reference implementations and their
+definition in a `torch.library`, so that fused graphs still trace, run in eager and get out variants.
+
+The portable kernels that run them are in `torchedge.kernels.portable.fused`; the pass that puts
+them in graphs is `torchedge.exir.passes.kernel_fusion`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["NAMESPACE", "define_fused_ops", "fused_ops"]
+
+NAMESPACE = "torchedge_fused"
+
+_SCHEMAS = {
+    "attention": "(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale)",
+    "conv_bn_act": "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] padding_after, "
+    "int[] dilation, int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor? bn_mean, "
+    "Tensor? bn_var, float eps, str activation, float low, float high)",
+    "linear_act": "(Tensor input, Tensor weight, Tensor? bias, str activation)",
+}
+_LIBRARY = None
+
+
+def _activate(x: torch.Tensor, activation: str, low: float = 0.0, high: float = 0.0) -> torch.Tensor:
+    if activation == "relu":
+        return torch.relu(x)
+    if activation == "hardtanh":
+        return torch.nn.functional.hardtanh(x, low, high)
+    if activation == "gelu":
+        return torch.nn.functional.gelu(x)
+    if activation == "silu":
+        return torch.nn.functional.silu(x)
+    return x
+
+
+def _attention(query, key, value, mask, scale):
+    scores = query @ key.transpose(-2, -1) * scale
+    if mask is not None:
+        scores = scores + mask
+    weights = torch.softmax(scores, -1)
+    weights = torch.where(torch.isneginf(scores).all(-1, keepdim=True), 0.0, weights)
+    return weights @ value
+
+
+def _conv_bn_act(
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    padding_after,
+    dilation,
+    groups,
+    bn_weight,
+    bn_bias,
+    bn_mean,
+    bn_var,
+    eps,
+    activation,
+    low,
+    high,
+):
+    pads = [p for before, after in zip(reversed(padding), reversed(padding_after)) for p in (before, after)]
+    y = torch.ops.aten.convolution(
+        torch.nn.functional.pad(input, pads),
+        weight,
+        bias,
+        stride,
+        [0] * len(stride),
+        dilation,
+        False,
+        [0] * len(stride),
+        groups,
+    )
+    if bn_mean is not None:
+        y = torch.ops.aten._native_batch_norm_legit_no_training(y, bn_weight, bn_bias, bn_mean, bn_var, 0.0, eps)[0]
+    return _activate(y, activation, low, high)
+
+
+def _linear_act(input, weight, bias, activation):
+    y = input @ weight if bias is None else torch.addmm(bias, input, weight)
+    return _activate(y, activation)
+
+
+_IMPLEMENTATIONS = {"attention": _attention, "conv_bn_act": _conv_bn_act, "linear_act": _linear_act}
+
+
+def _out_implementation(fn):
+    def run(*args, out):
+        out.copy_(fn(*args))
+        return out
+
+    return run
+
+
+def define_fused_ops() -> None:
+    """Define the ``torchedge_fused`` operators (functional and ``.out``) once per process."""
+    global _LIBRARY
+    if _LIBRARY is not None:
+        return
+    library = torch.library.Library(NAMESPACE, "DEF")
+    for name, arguments in _SCHEMAS.items():
+        library.define(f"{name}{arguments} -> Tensor")
+        library.define(f"{name}.out{arguments[:-1]}, *, Tensor(a!) out) -> Tensor(a!)")
+        library.impl(name, _IMPLEMENTATIONS[name], "CompositeExplicitAutograd")
+        library.impl(f"{name}.out", _out_implementation(_IMPLEMENTATIONS[name]), "CompositeExplicitAutograd")
+    _LIBRARY = library
+
+
+def fused_ops() -> dict:
+    """name -> functional ``OpOverload`` of each fused operator."""
+    define_fused_ops()
+    return {name: getattr(getattr(torch.ops, NAMESPACE), name).default for name in _SCHEMAS}

@@ -1,0 +1,92 @@
+"""Graph helpers the kernel-fusion matchers share: node tests, the views and expands that
+decompositions leave around a pattern, and `replace_with_fused`, which swaps a matched chain
+for one fused node."""
+
+from __future__ import annotations
+
+import torch
+
+from torchedge.exir.passes.debug_handles import inherit_debug_info
+
+__all__ = [
+    "meta_val",
+    "is_call",
+    "only_user",
+    "is_float_tensor",
+    "is_static",
+    "shape_of",
+    "identity_expand",
+    "through_view_of_identity_expand",
+    "scaled",
+    "replace_with_fused",
+]
+
+_aten = torch.ops.aten
+_FLOATS = (torch.float32, torch.float64)
+
+
+def meta_val(node):
+    return node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+
+
+def is_call(node, *targets) -> bool:
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in targets
+
+
+def only_user(node: torch.fx.Node):
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def is_float_tensor(node) -> bool:
+    val = meta_val(node)
+    return isinstance(val, torch.Tensor) and val.dtype in _FLOATS
+
+
+def is_static(node) -> bool:
+    val = meta_val(node)
+    return isinstance(val, torch.Tensor) and all(isinstance(s, int) for s in val.shape)
+
+
+def shape_of(node) -> tuple:
+    return tuple(meta_val(node).shape)
+
+
+def identity_expand(node):
+    """The input of an ``expand_copy`` to its own shape (a plain copy), else None."""
+    if is_call(node, _aten.expand_copy.default) and shape_of(node) == shape_of(node.args[0]) and len(node.users) == 1:
+        return node.args[0]
+    return None
+
+
+def through_view_of_identity_expand(node):
+    """``view_copy(expand_copy(x))`` where the expand copies x unchanged: (x, [the two nodes])."""
+    if not is_call(node, _aten.view_copy.default) or len(node.users) != 1:
+        return None, []
+    source = identity_expand(node.args[0])
+    return (source, [node, node.args[0]]) if source is not None else (None, [])
+
+
+def scaled(node):
+    """``mul.Scalar(x, s)`` with one user: (x, s, [node]); anything else: (node, 1.0, [])."""
+    if is_call(node, _aten.mul.Scalar) and len(node.users) == 1 and isinstance(node.args[1], (int, float)):
+        return node.args[0], float(node.args[1]), [node]
+    return node, 1.0, []
+
+
+def replace_with_fused(graph: torch.fx.Graph, last: torch.fx.Node, target, args, matched: list) -> torch.fx.Node:
+    """Insert ``target(*args)`` before ``last``, give it last's users and meta, erase ``matched``."""
+    with graph.inserting_before(last):
+        fused = graph.call_function(target, tuple(args))
+    fused.meta["val"] = last.meta["val"]
+    inherit_debug_info(fused, last)
+    last.replace_all_uses_with(fused)
+    for node in sorted(set(matched), key=_position(graph), reverse=True):
+        if not node.users:
+            graph.erase_node(node)
+    return fused
+
+
+def _position(graph: torch.fx.Graph):
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    return order.__getitem__

@@ -1,0 +1,136 @@
+"""Adaptive average pooling, 1-d to 3-d: output cell i averages input cells
+floor(i*N/O) .. ceil((i+1)*N/O) along each dim.
+
+The windows are averaged one dim at a time (the dims that shrink first, so that no
+intermediate outgrows the input and output): by a matrix when it is small, otherwise by one
+``np.add.reduceat`` over their bounds (they overlap by at most one element). `map_dims`,
+`matmul_along` and the averaging matrices also serve the backward and upsampling kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from torchedge.kernels.dtypes import accumulate_dtype, category
+from torchedge.kernels.portable.common import check, pair, quiet, write
+from torchedge.kernels.portable.pooling_geometry import as_2d, batched, check_input, check_nonempty
+from torchedge.kernels.registry import register_kernel
+
+__all__ = [
+    "adaptive_avg_pool",
+    "averaging_matrix",
+    "small_matrix",
+    "adaptive_bounds",
+    "matmul_along",
+    "map_dims",
+    "shrinking_first",
+]
+
+# Adaptive windows of a dim are averaged by a matrix when it has at most this many times the
+# dim's input and output elements.
+_ADAPTIVE_MATRIX = 16
+
+
+def adaptive_avg_pool(op, dims, self, output_size, out):
+    """Output cell i averages input cells floor(i*N/O) .. ceil((i+1)*N/O) along each dim."""
+    x, out = batched(op, self, dims, out)
+    check(category(x.dtype) >= 2, op, f"adaptive average pooling is not implemented for {x.dtype}")
+    check_nonempty(op, x, dims)
+    size = pair(output_size, dims, "output_size", op)
+    check(
+        min(size) > 0 and out.shape[-dims:] == size,
+        op,
+        f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}",
+    )
+    if out.size == 0:
+        return
+    rows = x.reshape((-1,) + x.shape[2:]).astype(accumulate_dtype(x.dtype), copy=False)
+    with quiet():
+        means = map_dims(rows, lambda d, y: _adaptive_mean_along(y, size[d]), shrinking_first(x.shape[2:], size))
+    write(out, means.reshape(out.shape))
+
+
+def map_dims(x: np.ndarray, along, order) -> np.ndarray:
+    """(rows, *spatial) ``x`` with each spatial dim d, in ``order``, replaced by dim 1 of
+    ``along(d, (pre, n, post) view of x)``."""
+    for d in order:
+        shape = x.shape
+        result = along(d, x.reshape(math.prod(shape[: d + 1]), shape[d + 1], math.prod(shape[d + 2 :])))
+        x = result.reshape(shape[: d + 1] + (result.shape[1],) + shape[d + 2 :])
+    return x
+
+
+def shrinking_first(size, out_size) -> list:
+    """The dims that shrink from ``size`` to ``out_size``, the last first, then those that grow, the
+    first first: mapped in this order, no intermediate is larger than both the input and the output."""
+    dims = range(len(size))
+    return [d for d in reversed(dims) if out_size[d] <= size[d]] + [d for d in dims if out_size[d] > size[d]]
+
+
+def adaptive_bounds(size: int, out_size: int) -> np.ndarray:
+    """(2, out_size): the start and stop of each adaptive window."""
+    i = np.arange(out_size)
+    return np.stack([i * size // out_size, -((-(i + 1) * size) // out_size)])
+
+
+def _adaptive_mean_along(x: np.ndarray, out_size: int) -> np.ndarray:
+    """(pre, n, post) -> (pre, out_size, post) means of the adaptive windows. A small
+    (out_size, n) averaging matrix is one GEMM; otherwise `np.add.reduceat` over the
+    interleaved bounds (what lies between a window's stop and the next start, one element
+    where they overlap, is dropped). Those stops fall inside the input unless there are more
+    windows than inputs; then a padding zero holds the last one."""
+    n = x.shape[1]
+    if small_matrix(n, out_size):
+        return matmul_along(x, averaging_matrix(n, out_size, x.dtype), 1)
+    start, stop = adaptive_bounds(n, out_size)
+    if out_size > n:
+        x = np.concatenate([x, np.zeros_like(x[:, :1])], axis=1)
+    sums = np.add.reduceat(x, np.stack([start, stop], 1).reshape(-1)[:-1], axis=1)[:, ::2]
+    return np.divide(sums, (stop - start).astype(x.dtype)[:, None], out=sums)
+
+
+def small_matrix(size: int, out_size: int) -> bool:
+    """Whether the (out_size, size) averaging matrix is small enough to multiply by."""
+    return size * out_size <= _ADAPTIVE_MATRIX * (size + out_size)
+
+
+def matmul_along(x: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
+    """``x`` with dim ``axis`` (of size n) replaced by ``matrix`` (m, n) times it."""
+    lead, n, rest = x.shape[:axis], x.shape[axis], x.shape[axis + 1 :]
+    if math.prod(rest) == 1:  # the last dim (but for unit dims): one GEMM over all rows
+        return (x.reshape(-1, n) @ matrix.T).reshape(lead + (matrix.shape[0],) + rest)
+    return (matrix @ x.reshape(lead + (n, math.prod(rest)))).reshape(lead + (matrix.shape[0],) + rest)
+
+
+@functools.lru_cache(maxsize=256)
+def averaging_matrix(size: int, out_size: int, dtype) -> np.ndarray:
+    """(out_size, size) matrix whose row i averages the inputs of adaptive window i (read-only)."""
+    start, end = adaptive_bounds(size, out_size)
+    j = np.arange(size)
+    inside = (j >= start[:, None]) & (j < end[:, None])
+    matrix = (inside / (end - start)[:, None]).astype(dtype)
+    matrix.flags.writeable = False
+    return matrix
+
+
+# Shape functions, called as ``shape(dims, op, *schema arguments)`` (the registry binds op).
+def _adaptive_avg_pool_shape(dims: int, op: str, self, output_size, out) -> list[tuple]:
+    check_input(op, dims, self)
+    check_nonempty(op, self, dims)
+    size = pair(output_size, dims, "output_size", op)
+    check(min(size) > 0, op, f"output_size {list(output_size)} must be positive")
+    return [self.shape[:-dims] + size]
+
+
+for _op, _dims in [("aten::_adaptive_avg_pool2d.out", 2), ("aten::_adaptive_avg_pool3d.out", 3)]:
+    register_kernel(_op, shape=functools.partial(_adaptive_avg_pool_shape, _dims))(
+        functools.partial(adaptive_avg_pool, _op, _dims)
+    )
+
+
+@register_kernel("aten::adaptive_avg_pool1d.out", shape=functools.partial(_adaptive_avg_pool_shape, 1))
+def adaptive_avg_pool1d(self, output_size, out):
+    adaptive_avg_pool("aten::adaptive_avg_pool1d.out", 2, as_2d(self), (1, *output_size), as_2d(out))
