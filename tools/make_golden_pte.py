@@ -32,6 +32,8 @@ from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from executorch.runtime import Runtime
 from torch import nn
+from torch._higher_order_ops.map import map as hop_map
+from torch._higher_order_ops.scan import scan
 from torch.export import Dim, export
 
 OUT_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
@@ -106,6 +108,20 @@ class Cond(nn.Module):
         return torch.cond(x.sum() > 0, lambda t: t.sin() + 1.0, lambda t: t.cos() - 1.0, (x,))
 
 
+class Map(nn.Module):
+    def forward(self, xs, y):
+        return hop_map(lambda x, y: torch.relu(x + y) * 2.0, xs, y)
+
+
+class Scan(nn.Module):
+    def forward(self, init, xs):
+        def combine(carry, x):
+            carry = carry * 0.5 + x
+            return carry, carry.sin()
+
+        return scan(combine, init, xs)
+
+
 def _batchnorm_with_stats(model: CNN) -> CNN:
     """Non-trivial running statistics, so batch norm is not the identity."""
     model.bn.running_mean.uniform_(-0.5, 0.5)
@@ -147,6 +163,8 @@ def programs() -> dict[str, Golden]:
             config=ExecutorchBackendConfig(segment_alignment=1024, constant_tensor_alignment=64),
         ),
         "cond": Golden({"forward": MethodSpec(Cond(), [(r(2, 3).abs(),), (-r(2, 3).abs(),)])}),  # both branches
+        "map": Golden({"forward": MethodSpec(Map(), [(r(4, 3), r(3)), (r(4, 3), r(3))])}),
+        "scan": Golden({"forward": MethodSpec(Scan(), [(r(2, 3), r(5, 2, 3)), (r(2, 3), r(5, 2, 3))])}),
     }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.control_flow import LOOP_OPERATORS, is_control_flow, nested_graph_modules
 from torchedge.exir.ir import is_delegate_call, op_name
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.source import describe_node
@@ -58,8 +59,16 @@ def check_loadable(
     ``backends``: the backend ids the target runtime has; None accepts any.
     """
     problems = []
-    for node in graph_module.graph.nodes:
+    graphs = [graph_module, *(sub for _, sub in nested_graph_modules(graph_module))]
+    for node in (node for graph in graphs for node in graph.graph.nodes):
         if node.op != "call_function" or node.target in (alloc, view, operator.getitem):
+            continue
+        if is_control_flow(node):
+            problems += [
+                f"  operator '{name}' (for {node.target.name()}) {describe_node(node)}"
+                for name in LOOP_OPERATORS[node.target]
+                if not available(name)
+            ]
             continue
         if is_delegate_call(node):
             problem = _delegate_problem(node, backends)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.export import ExportedProgram
 
+from torchedge.exir.control_flow import inherit_source_lines, run_on_sub_graphs
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
@@ -95,13 +96,17 @@ def describe(stages) -> str:
     return "\n".join(f"{i}. `{s.name}`: {s.summary}" for i, s in enumerate(stages, 1))
 
 
-def _graph_pass(make: Callable[[MethodState], Callable]) -> Callable[[MethodState], None]:
-    """A stage running one graph pass, made from the state."""
+def _graph_pass(make: Callable[[MethodState], Callable], sub_graphs: bool = True) -> Callable[[MethodState], None]:
+    """A stage running one graph pass, made from the state, on the method's graph and (unless
+    ``sub_graphs`` is False) on the sub-graphs of its control flow."""
 
     def run(state: MethodState) -> None:
-        result = run_passes(state.graph, [make(state)])
+        graph_pass = make(state)
+        result = run_passes(state.graph, [graph_pass])
         if state.program is None:
             state.graph_module = result
+        if sub_graphs:
+            run_on_sub_graphs(result, graph_pass)
 
     return run
 
@@ -116,6 +121,7 @@ def _check_bounded_inputs(state: MethodState) -> None:
 def _decompose(state: MethodState) -> None:
     state.traced = state.program
     state.program = state.program.run_decompositions(torch.export.default_decompositions())
+    inherit_source_lines(state.program.graph_module)
 
 
 def _check_mutations(state: MethodState) -> None:
@@ -211,12 +217,14 @@ EXECUTORCH_STAGES = (
     Stage(
         "ShareViewsPass",
         "reshapes of planned tensors become `memory.view` (no bytes, no instruction)",
-        _graph_pass(lambda s: ShareViewsPass(s.extra["constant_names"])),
+        _graph_pass(lambda s: ShareViewsPass(s.extra["constant_names"]), sub_graphs=False),
     ),
     Stage(
         "MutableStatePass",
         "buffer mutations become in-place writes or write-back copies",
-        _graph_pass(lambda s: MutableStatePass(s.extra["signature"], reinplace=s.config.run_reinplace_pass)),
+        _graph_pass(
+            lambda s: MutableStatePass(s.extra["signature"], reinplace=s.config.run_reinplace_pass), sub_graphs=False
+        ),
     ),
     Stage(
         "OutVariantPass",

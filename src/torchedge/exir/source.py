@@ -12,12 +12,14 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>.+
 
 
 def user_frame(node: torch.fx.Node) -> str | None:
-    """The innermost ``File ..., line N`` line of the node's stack trace, if any."""
+    """The innermost ``File ..., line N`` line of the node's stack trace that names a real file
+    (code torch generates while tracing, such as ``<eval_with_key>.5``, is not the user's)."""
     trace = node.meta.get("stack_trace")
     if not trace:
         return None
     lines = [line.strip() for line in trace.strip().splitlines() if line.strip().startswith("File ")]
-    return lines[-1] if lines else None
+    real = [line for line in lines if not line.startswith('File "<')]
+    return (real or lines)[-1] if lines else None
 
 
 def describe_node(node: torch.fx.Node) -> str:

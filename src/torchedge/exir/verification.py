@@ -16,6 +16,7 @@ from collections.abc import Callable
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.control_flow import branches, is_control_flow, nested_graph_modules
 from torchedge.exir.ir import bind_arguments, executorch_call_delegate, op_name
 from torchedge.exir.op_schema import out_variant
 from torchedge.exir.source import describe_node
@@ -30,7 +31,11 @@ class IRVerificationError(ExportError):
 
 
 def _fail(node: torch.fx.Node, message: str) -> IRVerificationError:
-    target = op_name(node.target) if isinstance(node.target, torch._ops.OpOverload) else repr(node.target)
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        target = op_name(target)
+    elif isinstance(target, torch._ops.HigherOrderOperator):
+        target = f"higher_order.{target.name()}"
     return IRVerificationError(f"{message}: operator '{target}' {describe_node(node)}")
 
 
@@ -49,6 +54,10 @@ def verify_aten(graph_module: torch.fx.GraphModule) -> None:
     for node in _calls(graph_module):
         if not isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
             raise _fail(node, "only ATen, registered custom and control-flow operators may be called")
+        if isinstance(node.target, torch._ops.HigherOrderOperator) and not is_control_flow(node):
+            raise _fail(node, "only the control-flow operators cond, map, scan and while_loop hold sub-graphs")
+    for _, sub in nested_graph_modules(graph_module):
+        verify_aten(sub)
 
 
 def _in_edge_set(op: torch._ops.OpOverload, has_kernel: Callable[[str], bool]) -> bool:
@@ -90,8 +99,12 @@ def verify_edge(graph_module: torch.fx.GraphModule, check_dtypes: bool = True) -
     verify_aten(graph_module)
     for node in _calls(graph_module):
         op = node.target
+        if is_control_flow(node):
+            for branch in branches(node):
+                verify_edge(branch.graph_module, check_dtypes)
+            continue
         if not isinstance(op, torch._ops.OpOverload):
-            raise _fail(node, "control flow is not supported in the Edge dialect yet")
+            raise _fail(node, "only ATen, registered custom and control-flow operators may be called")
         if not _in_edge_set(op, has_kernel):
             raise _fail(node, "not an Edge operator (neither core ATen nor backed by a kernel)")
         bound = bind_arguments(op, node.args, node.kwargs)

@@ -26,6 +26,7 @@ __all__ = [
     "resize_",
     "local_scalar_dense",
     "et_view",
+    "et_copy_index",
 ]
 
 
@@ -87,6 +88,31 @@ def et_view(self, size, out):
             f"viewed as {list(size)} without a copy"
         )
     return view
+
+
+def _et_copy_index_shape(op: str, copy_to, copy_from, index) -> list[tuple]:
+    if copy_to.ndim != copy_from.ndim + 1:
+        raise KernelError(
+            f"{op}: copy_to has rank {copy_to.ndim}, copy_from rank {copy_from.ndim}; they must differ by 1"
+        )
+    if index < 0:
+        raise KernelError(f"{op}: index {index} is negative")
+    if index > 0 and copy_to.shape[1:] != copy_from.shape:
+        raise KernelError(
+            f"{op}: copy_from has shape {list(copy_from.shape)}, the rows of copy_to {list(copy_to.shape[1:])}"
+        )
+    return [(index + 1, *copy_from.shape)]
+
+
+@register_kernel("executorch_prim::et_copy_index.tensor", shape=_et_copy_index_shape, written_arg=0)
+def et_copy_index(copy_to, copy_from, index):
+    """Row ``index`` of ``copy_to`` becomes ``copy_from``, ``copy_to`` (dynamic) having been resized
+    to ``index + 1`` rows first. The loops that `map` and `scan` compile to stack their results with it."""
+    if copy_to.shape[0] <= index:
+        raise KernelError(
+            f"executorch_prim::et_copy_index.tensor: row {index} is outside copy_to of shape {list(copy_to.shape)}"
+        )
+    copy_to[index] = copy_from
 
 
 def _ieee_divide(a, b) -> float:

@@ -98,6 +98,7 @@ class OpTraits:
     view: bool = False  # returns a view of its input that the runtime binds as it is
     inplace_safe: bool = False  # correct when out aliases self (same shape and dtype), element by element
     mask_index_arg: int | None = None  # the index list at this argument sizes the output by its masks' counts
+    written_arg: int | None = None  # the tensor written is this argument (default: the last one, the out)
 
 
 _KERNELS: dict[str, Kernel] = {}

@@ -107,8 +107,9 @@ class StepCompiler:
             raise InvalidProgramError(
                 f"{where}: operator '{name}' takes {kernel.num_args} arguments, the instruction passes {len(indices)}"
             )
-        step = Step(KERNEL, kernel.fn, tuple(indices[: kernel.num_args]), indices[-1], name)
         traits = op_traits(name)
+        written = indices[-1] if traits.written_arg is None else indices[traits.written_arg]
+        step = Step(KERNEL, kernel.fn, tuple(indices[: kernel.num_args]), written, name)
         if traits.view:
             if self._bind_static_view(step):
                 return Step(NOP, label=f"{name} (bound at load)")  # kept so jump targets stay valid

@@ -14,7 +14,9 @@ from torch.utils._pytree import treespec_dumps
 
 from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import LoweredBackendModule
+from torchedge.exir.control_flow import is_control_flow
 from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
+from torchedge.exir.emit.control_flow import emit_control_flow
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.emit.dim_order import dim_order_variant
 from torchedge.exir.emit.value_table import Value, ValueTable, literal_evalue, scalar_placeholder
@@ -140,6 +142,8 @@ class MethodEmitter(torch.fx.Interpreter):
             return args[0][args[1]]
         if target is executorch_call_delegate:
             return self._emit_delegate_call(args[0], args[1:], kwargs["out"])
+        if is_control_flow(self.node):
+            return emit_control_flow(self, args)
         if is_scalar_call(self.node):
             return self._emit_scalar_call(target, args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):
@@ -154,8 +158,8 @@ class MethodEmitter(torch.fx.Interpreter):
 
     def get_attr(self, target, args, kwargs):
         module = getattr(self.module, target, None)
-        if isinstance(module, LoweredBackendModule):
-            return module
+        if isinstance(module, (LoweredBackendModule, torch.fx.GraphModule)):
+            return module  # a delegate, or a sub-graph of control flow
         raise ExportError(f"get_attr '{target}' is not supported: lift it to a constant with torch.export")
 
     def _emit_delegate_call(self, lowered: LoweredBackendModule, inputs, outs) -> list[Value]:
@@ -168,7 +172,7 @@ class MethodEmitter(torch.fx.Interpreter):
                 compile_specs=[SchemaCompileSpec(key=c.key, value=bytes(c.value)) for c in lowered.compile_specs],
             )
         )
-        self._append(
+        self.append(
             DelegateCall(
                 delegate_index=len(self.delegates) - 1, args=[v.index for v in inputs] + [o.index for o in outs]
             )
@@ -215,8 +219,16 @@ class MethodEmitter(torch.fx.Interpreter):
         return arg_indices
 
     def _append_kernel_call(self, schema, arg_indices: list[int]) -> None:
-        op_index = self.operators.setdefault(pte_operator_name(schema), len(self.operators))
-        self._append(KernelCall(op_index=op_index, args=arg_indices))
+        self.append_call(*pte_operator_name(schema), arg_indices)
+
+    def emit_sub_graph(self, graph_module: torch.fx.GraphModule, bindings: list[Value]) -> list[Value]:
+        """Emit a control-flow sub-graph here, its inputs bound to ``bindings``; returns its outputs."""
+        return SubGraphEmitter(self, graph_module, bindings).run()
+
+    def append_call(self, name: str, overload: str, arg_indices: list[int]) -> None:
+        """A kernel call of operator ``name.overload`` on these value indices."""
+        op_index = self.operators.setdefault((name, overload), len(self.operators))
+        self.append(KernelCall(op_index=op_index, args=arg_indices))
 
     def _emit_scalar_call(self, target, args, kwargs) -> Value:
         """Size arithmetic: a kernel that returns a scalar into a fresh Int/Double/Bool value."""
@@ -227,9 +239,7 @@ class MethodEmitter(torch.fx.Interpreter):
         else:
             arg_indices = [self.table.argument(a, None) for a in args]
         ret = self.table.literal(scalar_placeholder(self.node.meta.get("val")))
-        name, overload = scalar_kernel_name(self.node)
-        op_index = self.operators.setdefault((name, overload), len(self.operators))
-        self._append(KernelCall(op_index=op_index, args=arg_indices + [ret]))
+        self.append_call(*scalar_kernel_name(self.node), arg_indices + [ret])
         return Value(ret)
 
     def _emit_dim_order_copy(self, name: str, arguments: list, out: Value) -> Value:
@@ -237,8 +247,7 @@ class MethodEmitter(torch.fx.Interpreter):
         self_value, non_blocking, order = arguments
         table = self.table
         indices = [self_value.index, table.literal(non_blocking), table.list(order, None), out.index, out.index]
-        op_index = self.operators.setdefault((name, "out"), len(self.operators))
-        self._append(KernelCall(op_index=op_index, args=indices))
+        self.append_call(name, "out", indices)
         return out
 
     def _emit_view(self, base: Value, shape, spec: TensorSpec) -> Value:
@@ -247,11 +256,10 @@ class MethodEmitter(torch.fx.Interpreter):
         out = self.table.tensor(spec)
         if spec.mem_id is None or spec.dynamic:
             size = self.table.list(list(shape), None)
-            op_index = self.operators.setdefault(("executorch_prim::et_view", "default"), len(self.operators))
-            self._append(KernelCall(op_index=op_index, args=[base.index, size, out]))
+            self.append_call("executorch_prim::et_view", "default", [base.index, size, out])
         return Value(out)
 
-    def _append(self, call) -> None:
+    def append(self, call) -> None:
         """Add an instruction for the current node, with its debug handle and stack trace."""
         self.instructions.append(Instruction(instr_args=call))
         self.debug_handles.append(self.node.meta.get("debug_handle"))
@@ -298,3 +306,36 @@ def emit_constant_method(name: str, value) -> ExecutionPlan:
 def _flatten(values: list) -> list:
     """Out arguments, with ``Tensor[]`` outs expanded into their tensors."""
     return [v for value in values for v in (value if isinstance(value, (list, tuple)) else [value])]
+
+
+class SubGraphEmitter(MethodEmitter):
+    """Emits a control-flow sub-graph inline into its method: same values, instructions and
+    operators; each input is bound to a given value, the outputs are returned."""
+
+    _SHARED = (
+        "name",
+        "exported_program",
+        "table",
+        "instructions",
+        "operators",
+        "delegates",
+        "delegate_data",
+        "debug_handles",
+        "_stacktraces",
+        "emit_stacktrace",
+        "non_const_buffer_sizes",
+    )
+
+    def __init__(self, parent: MethodEmitter, graph_module: torch.fx.GraphModule, bindings: list[Value]):
+        torch.fx.Interpreter.__init__(self, graph_module, garbage_collect_values=False)
+        for attribute in self._SHARED:
+            setattr(self, attribute, getattr(parent, attribute))
+        self.node = None
+        self._bindings = iter(bindings)
+
+    def placeholder(self, target, args, kwargs):
+        return next(self._bindings)
+
+    def output(self, target, args, kwargs):
+        outputs = args[0] if isinstance(args[0], (tuple, list)) else [args[0]]
+        return list(outputs)

@@ -13,6 +13,17 @@ from collections.abc import Set
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.control_flow import (
+    CALL_OUTPUT,
+    COND,
+    OPERAND,
+    SLICE,
+    branches,
+    is_control_flow,
+    nested_graph_modules,
+    operands,
+    stacked_outputs,
+)
 from torchedge.exir.ir import is_delegate_call
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.memory_planning.algorithms import DEFAULT_ALGORITHM
@@ -55,6 +66,16 @@ def assign_specs(
                 node.meta["spec"] = parent_spec[node.args[1]]
         elif is_delegate_call(node):
             node.meta["spec"] = tuple(buffer.meta["spec"] for buffer in node.kwargs["out"])
+        elif is_control_flow(node):
+            if not all(isinstance(val, torch.Tensor) for val in node.meta["val"]):
+                raise ExportError(
+                    f"{node.target.name()} returns or carries a value that is not a tensor {describe_node(node)}: "
+                    "torchedge compiles control flow over tensors"
+                )
+            node.meta["spec"] = tuple(_spec(node, val) for val in node.meta["val"])
+            for spec in stacked_outputs(node, node.meta["spec"]):
+                spec.dynamic = True  # et_copy_index grows them row by row (ExecuTorch resizes them)
+            _assign_sub_graph_specs(node)
         elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
             outs = [
                 buffer.meta["spec"]
@@ -64,6 +85,39 @@ def assign_specs(
             ]
             if outs:
                 node.meta["spec"] = outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _assign_sub_graph_specs(node: torch.fx.Node) -> None:
+    """Specs inside the sub-graphs of a control-flow call. An input bound to an operand or to an
+    output of the call takes that spec object (one spec, one value); a `cond` branch's outputs
+    take the call's output specs, so either branch writes straight into them."""
+    bound = {
+        OPERAND: [
+            a.meta.get("spec") if isinstance(a, torch.fx.Node) else None for a in operands(node.target, node.args)
+        ]
+    }
+    bound[CALL_OUTPUT] = list(node.meta["spec"])
+    for branch in branches(node):
+        graph_module = branch.graph_module
+        assign_specs(graph_module, set())
+        placeholders = [n for n in graph_module.graph.nodes if n.op == "placeholder"]
+        for placeholder, (kind, index) in zip(placeholders, branch.inputs):
+            if kind != SLICE and bound[kind][index] is not None:
+                _replace_spec(graph_module, placeholder.meta["spec"], bound[kind][index])
+        if node.target is COND:
+            for out, spec in zip(graph_module.graph.output_node().args[0], node.meta["spec"]):
+                _replace_spec(graph_module, out.meta["spec"], spec)
+
+
+def _replace_spec(graph_module: torch.fx.GraphModule, old: TensorSpec, new: TensorSpec) -> None:
+    """Every use of spec ``old`` in the graph and in the sub-graphs it holds becomes ``new``."""
+    graphs = [graph_module, *(sub for _, sub in nested_graph_modules(graph_module))]
+    for node in (node for graph in graphs for node in graph.graph.nodes):
+        spec = node.meta.get("spec")
+        if spec is old:
+            node.meta["spec"] = new
+        elif isinstance(spec, tuple) and any(s is old for s in spec):
+            node.meta["spec"] = tuple(new if s is old else s for s in spec)
 
 
 def _spec(node: torch.fx.Node, val: torch.Tensor, const: bool = False) -> TensorSpec:
@@ -82,6 +136,16 @@ def _node_specs(node: torch.fx.Node) -> list[TensorSpec]:
     if spec is None:
         return []
     return list(spec) if isinstance(spec, (tuple, list)) else [spec]
+
+
+def _sub_graph_specs(node: torch.fx.Node) -> list[TensorSpec]:
+    specs = []
+    for branch in branches(node):
+        for sub_node in branch.graph_module.graph.nodes:
+            specs += _node_specs(sub_node)
+            if is_control_flow(sub_node):
+                specs += _sub_graph_specs(sub_node)
+    return specs
 
 
 def _unplanned_graph_io(graph_module: torch.fx.GraphModule, inputs: bool, outputs: bool) -> set[int]:
@@ -125,7 +189,10 @@ def planned_specs(graph_module: torch.fx.GraphModule, skip: Set[int] = frozenset
     specs: dict[int, TensorSpec] = {}
     writers: dict[int, torch.fx.Node] = {}
     for index, node in enumerate(nodes):
-        for spec in (s.placement_owner() for s in _node_specs(node)):
+        node_specs = _node_specs(node)
+        if is_control_flow(node):  # what its sub-graphs hold lives while the call runs
+            node_specs += _sub_graph_specs(node)
+        for spec in (s.placement_owner() for s in node_specs):
             if spec.const or id(spec) in skip:
                 continue
             if id(spec) not in specs:

@@ -12,6 +12,7 @@ import operator
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.exir.control_flow import is_control_flow
 from torchedge.exir.ir import bind_arguments, is_delegate_call
 from torchedge.exir.memory import alloc, view
 from torchedge.exir.op_schema import is_inplace, is_out_variant, out_argument_names, out_variant
@@ -39,6 +40,8 @@ class OutVariantPass(PassBase):
         modified = False
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target in (operator.getitem, view) or is_scalar_call(node):
+                continue
+            if is_control_flow(node):  # its sub-graphs get their out variants on their own
                 continue
             if is_delegate_call(node):
                 self._add_delegate_outputs(graph, node)
