@@ -29,7 +29,7 @@ def test_operators_register_from_the_kernel_libraries():
 def test_traits_that_exclude_each_other():
     for name in registered_operators():
         traits = op_traits(name)
-        no_out = traits.returns_value or traits.view or traits.data_dependent
+        no_out = traits.returns_value or traits.view or traits.data_dependent or traits.checks_only
         assert not (no_out and traits.shape is not None), f"{name}: a shape function for an out it does not size"
         assert not (traits.inplace_safe and traits.shape is None), f"{name}: in-place safe without a tensor out"
         assert not (traits.value_from_data and not traits.returns_value), f"{name}: value_from_data without a value"

@@ -40,7 +40,7 @@ aten = torch.ops.aten
 
 def _has_no_out_to_size(name: str) -> bool:
     traits = op_traits(name)
-    return traits.data_dependent or traits.returns_value or traits.view
+    return traits.data_dependent or traits.returns_value or traits.view or traits.checks_only
 
 
 def test_every_kernel_has_a_shape_function_or_a_trait_saying_why_not():
@@ -256,7 +256,41 @@ def _extra_calls() -> list:
                     padding_idx,
                 )
             )
-    return calls
+    return calls + _scalar_overload_calls()
+
+
+_POLYNOMIALS = [
+    f"special_{shifted}{family}_polynomial_{kind}"
+    for shifted, family, kinds in [("", "chebyshev", "tuvw"), ("shifted_", "chebyshev", "tuvw")]
+    for kind in kinds
+] + [
+    "special_hermite_polynomial_h",
+    "special_hermite_polynomial_he",
+    "special_laguerre_polynomial_l",
+    "special_legendre_polynomial_p",
+]
+
+
+def _scalar_overload_calls() -> list:
+    """The Scalar overloads of operators whose OpInfo samples only pass tensors."""
+    x, n, ints = torch.rand(2, 3), torch.tensor([[0.0, 1.0, 4.0]]), torch.tensor([[1, 2, 3], [4, 5, 6]])
+    calls = [_call(getattr(aten, name).x_scalar, 0.5, n) for name in _POLYNOMIALS]
+    calls += [_call(getattr(aten, name).n_scalar, x, 3) for name in _POLYNOMIALS]
+    for name in ("bitwise_left_shift", "bitwise_right_shift"):
+        calls += [_call(getattr(aten, name).Scalar_Tensor, 5, ints), _call(getattr(aten, name).Tensor_Scalar, ints, 2)]
+    for name in ("__lshift__", "__rshift__"):
+        calls += [_call(getattr(aten, name).Scalar, ints, 2), _call(getattr(aten, name).Tensor, ints, ints[:1])]
+    boundaries = torch.tensor([0.1, 0.5, 0.9])
+    return calls + [
+        _call(aten.bucketize.Scalar, 0.3, boundaries),
+        _call(aten.searchsorted.Scalar, boundaries, 0.3),
+        _call(aten.copysign.Scalar, x, -1.0),
+        _call(aten.special_zeta.other_scalar, x + 1, 2.0),
+        _call(aten.special_zeta.self_scalar, 2.0, x + 1),
+        _call(aten.linalg_pinv.atol_rtol_float, torch.randn(3, 4), atol=0.0, rtol=1e-5),
+        _call(aten._upsample_bicubic2d_aa.default, torch.randn(1, 2, 8, 8), [4, 5], False),
+        _call(aten.empty_permuted.default, [2, 3, 4], [0, 2, 1]),
+    ]
 
 
 def _fused_calls() -> list:
@@ -301,7 +335,11 @@ _BAGS = [
 
 
 # kernels no eager call reaches (their torch operators live in ExecuTorch): checked in CASES below
-_NO_EAGER_CALL = {"dim_order_ops::_to_dim_order_copy.out", "dim_order_ops::_clone_dim_order.out"}
+_NO_EAGER_CALL = {
+    "dim_order_ops::_to_dim_order_copy.out",
+    "dim_order_ops::_clone_dim_order.out",
+    "executorch_prim::et_copy_index.tensor",  # an ExecuTorch primitive: tests/e2e/test_control_flow.py
+}
 
 
 def _one_dtype(calls) -> list:

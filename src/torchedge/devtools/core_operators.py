@@ -13,9 +13,9 @@ import torch
 
 from torchedge.devtools.kernel_check import kernel_op
 from torchedge.exir.ir import op_name
-from torchedge.exir.op_schema import view_copy_variant
+from torchedge.exir.op_schema import is_inplace, view_copy_variant
 
-__all__ = ["CoreOperator", "core_operators", "core_operator_of"]
+__all__ = ["CoreOperator", "core_operators", "core_operator_of", "edge_operator_of"]
 
 
 @dataclass(frozen=True)
@@ -58,3 +58,32 @@ def _core_index() -> dict:
 def core_operator_of(op) -> CoreOperator | None:
     """The core operator ``op`` is, or is the copy twin or out variant of."""
     return _core_index().get(op)
+
+
+@functools.cache
+def _kernel_index() -> dict:
+    """Each non-core ATen operator the runtime has a kernel for (and its out variant) -> its record."""
+    from torchedge.kernels.registry import registered_operators
+
+    index = {}
+    for name in registered_operators():
+        namespace, _, rest = name.partition("::")
+        packet = getattr(torch.ops.aten, rest.partition(".")[0], None) if namespace == "aten" else None
+        for overload in packet.overloads() if packet is not None else ():
+            op = getattr(packet, overload)
+            if _comparable(op) and core_operator_of(op) is None and op_name(kernel_op(op)) == name:
+                index[op] = CoreOperator(op, name)
+    functional = {record.kernel: record for op, record in index.items() if op_name(op) != record.kernel}
+    return {op: functional.get(record.kernel, record) for op, record in index.items()}
+
+
+def _comparable(op) -> bool:
+    """Whether eager's result of ``op`` can be compared with a kernel's: not for operators that
+    write their input (``copy_``; they run as part of other programs) or leave it uninitialized."""
+    return not is_inplace(op) and not op._schema.name.startswith("aten::empty")
+
+
+def edge_operator_of(op) -> CoreOperator | None:
+    """Like `core_operator_of`, and also for the non-core operators the runtime has kernels for
+    (``torch.special``, ``linalg``, ...), which the Edge dialect admits."""
+    return core_operator_of(op) or _kernel_index().get(op)

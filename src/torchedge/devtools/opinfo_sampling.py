@@ -1,7 +1,8 @@
-"""The core-ATen calls that PyTorch's OpInfo samples make, across dtypes, for differential checks.
+"""The Edge-operator calls that PyTorch's OpInfo samples make, across dtypes, for differential checks.
 
 `opinfo_calls` runs the first few samples of every OpInfo at every dtype of `DTYPES` it
-supports, records the core-ATen calls they make, and keys them by (core operator, dtype).
+supports, records the calls they make to core ATen operators and to the other operators the
+runtime has kernels for, and keys them by (operator, dtype).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import warnings
 import torch
 
 from torchedge.devtools.aten_calls import AtenCall, AtenCallRecorder, leaves
-from torchedge.devtools.core_operators import core_operator_of
+from torchedge.devtools.core_operators import edge_operator_of
 from torchedge.devtools.kernel_check import DTYPES
 
 __all__ = ["opinfo_calls"]
@@ -47,7 +48,7 @@ def _replayable(func, args) -> bool:
 
 
 def _keep(func, args) -> bool:
-    return core_operator_of(func) is not None and _replayable(func, args)
+    return edge_operator_of(func) is not None and _replayable(func, args)
 
 
 def _key_dtype(call: AtenCall, sampled: torch.dtype) -> torch.dtype:
@@ -93,7 +94,7 @@ def opinfo_calls(dtypes=DTYPES, samples: int = 3, calls_per_pair: int = 6) -> di
             supported = info.supported_dtypes("cpu")
             for dtype in (d for d in dtypes if d in supported):
                 for call in _sample_calls(info, dtype, samples):
-                    bucket = pairs.setdefault((core_operator_of(call.op).name, _key_dtype(call, dtype)), [])
+                    bucket = pairs.setdefault((edge_operator_of(call.op).name, _key_dtype(call, dtype)), [])
                     if len(bucket) >= calls_per_pair or any(t.dtype not in DTYPES for t in _tensors(call)):
                         continue
                     signature = _signature(call)

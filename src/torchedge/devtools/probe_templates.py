@@ -351,6 +351,12 @@ _SINGLE: dict[str, Template] = {
 TEMPLATES: dict[str, tuple[Template, ...]] = {
     **{name: (template,) for name, template in _SINGLE.items()},
     **{f"aten::{name}": tuple(make(a, b) for a, b in _SHAPES) for name, make in _PAIRWISE.items()},
+    # one tensor bound too: clamp_min/clamp_max, the only calls eager computes for bool
+    "aten::clamp.Tensor": (
+        _SINGLE["aten::clamp.Tensor"],
+        lambda d: call(d.tensor(3, 4), d.tensor(4, low=-4, high=1), None),
+        lambda d: call(d.tensor(3, 4), None, d.tensor(3, 4, low=0, high=5)),
+    ),
 }
 
 WRONG: dict[str, Wrong] = {}

@@ -28,6 +28,11 @@ def is_out_variant(op) -> bool:
     return isinstance(op, torch._ops.OpOverload) and bool(out_argument_names(op))
 
 
+def returns_nothing(op) -> bool:
+    """A check that writes no tensor (``aten._linalg_check_errors``): it runs as it is, no out variant."""
+    return isinstance(op, torch._ops.OpOverload) and not op._schema.returns and not out_argument_names(op)
+
+
 def is_inplace(op) -> bool:
     """An in-place op (``aten.copy_``, ``aten.index_put_``): it writes its first, positional argument."""
     if not isinstance(op, torch._ops.OpOverload) or not op._schema.arguments:

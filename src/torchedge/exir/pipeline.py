@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import torch
 from torch.export import ExportedProgram
+from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
+from torchedge.errors import ExportError
 from torchedge.exir.control_flow import inherit_source_lines, run_on_sub_graphs
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.memory_planning.planning_pass import assign_specs
@@ -120,7 +122,16 @@ def _check_bounded_inputs(state: MethodState) -> None:
 
 def _decompose(state: MethodState) -> None:
     state.traced = state.program
-    state.program = state.program.run_decompositions(torch.export.default_decompositions())
+    # Side effects (linalg's error checks) come wrapped in `with_effects` calls threading tokens:
+    # in a program that runs its instructions in order, the plain call is the same.
+    try:
+        decomposed = state.program.run_decompositions(torch.export.default_decompositions())
+    except Exception as e:  # torch's own failure: say so, typed, instead of a bare traceback
+        raise ExportError(
+            f"method '{state.method}': torch.export's core-ATen decomposition failed "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        ) from e
+    state.program = _remove_effect_tokens(decomposed)
     inherit_source_lines(state.program.graph_module)
 
 

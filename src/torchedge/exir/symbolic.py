@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Callable
 
 import torch
@@ -60,7 +61,8 @@ def upper_bound(size, what: str = "a dimension") -> int:
         return int(size)
     node = size.node
     bound = node.shape_env.bound_sympy(node.expr).upper
-    if not bound.is_Integer:  # a concrete integer, not sympy's oo nor torch's int_oo
+    # a concrete integer, not sympy's oo nor torch's int_oo (sometimes given as sys.maxsize - 1)
+    if not bound.is_Integer or int(bound) >= sys.maxsize - 1:
         raise ExportError(
             f"{what} has the unbounded size {node.expr}: memory is planned for the largest "
             f"size, so give the dimension a maximum, e.g. torch.export.Dim('n', max=1024)"

@@ -18,7 +18,7 @@ import torch
 from torchedge.errors import ExportError
 from torchedge.exir.control_flow import branches, is_control_flow, nested_graph_modules
 from torchedge.exir.ir import bind_arguments, executorch_call_delegate, op_name
-from torchedge.exir.op_schema import out_variant
+from torchedge.exir.op_schema import out_variant, returns_nothing
 from torchedge.exir.source import describe_node
 from torchedge.exir.symbolic import is_scalar_call
 from torchedge.exir.tensor_spec import describable_by_dim_order
@@ -65,6 +65,8 @@ def _in_edge_set(op: torch._ops.OpOverload, has_kernel: Callable[[str], bool]) -
         return True  # a registered custom operator
     if torch.Tag.core in op.tags:
         return True
+    if returns_nothing(op):
+        return has_kernel(op_name(op))
     try:
         return has_kernel(op_name(out_variant(op)))
     except ExportError:
@@ -87,6 +89,8 @@ def _return_dtypes(node: torch.fx.Node) -> list:
     """One entry per schema return: a dtype, a list of dtypes for ``Tensor[]``, None for non-tensors."""
     val = node.meta.get("val")
     returns = node.target._schema.returns
+    if not returns:
+        return []
     if len(returns) == 1 and isinstance(returns[0].type, torch.ListType):
         return [[v.dtype for v in val]]
     values = val if isinstance(val, (tuple, list)) else [val]

@@ -88,12 +88,13 @@ class OpTraits:
     """What the executor and the memory planner need to know about an operator.
 
     An operator with a tensor out has a ``shape`` function, unless it is
-    ``data_dependent``; ``returns_value`` and ``view`` operators have no out to size.
+    ``data_dependent``; ``returns_value``, ``checks_only`` and ``view`` operators have no out to size.
     """
 
     shape: Callable | None = None  # shape(*kernel_args) -> output shapes, the op name bound
     data_dependent: bool = False  # allocates and returns its result: its size depends on the data
     returns_value: bool = False  # no out tensor: returns a Python scalar
+    checks_only: bool = False  # no out tensor and no value: it raises or does nothing (``_linalg_check_errors``)
     value_from_data: bool = False  # that scalar is read from tensor data, so later sizes may depend on it
     view: bool = False  # returns a view of its input that the runtime binds as it is
     inplace_safe: bool = False  # correct when out aliases self (same shape and dtype), element by element

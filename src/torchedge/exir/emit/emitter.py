@@ -22,7 +22,7 @@ from torchedge.exir.emit.dim_order import dim_order_variant
 from torchedge.exir.emit.value_table import Value, ValueTable, literal_evalue, scalar_placeholder
 from torchedge.exir.ir import bind_arguments, constant_value, executorch_call_delegate, pte_operator_name
 from torchedge.exir.memory import alloc, view
-from torchedge.exir.op_schema import is_inplace, out_argument_names
+from torchedge.exir.op_schema import is_inplace, out_argument_names, returns_nothing
 from torchedge.exir.source import describe_node, frames
 from torchedge.exir.symbolic import is_scalar_call, scalar_kernel_name
 from torchedge.exir.tensor_spec import TensorSpec
@@ -199,6 +199,8 @@ class MethodEmitter(torch.fx.Interpreter):
         elif outs:  # several outs, or a Tensor[] out (even when the schema returns nothing, as ExecuTorch emits)
             arg_indices.append(self.table.add(TensorList(items=[o.index for o in outs])))
         self._append_kernel_call(schema, arg_indices)
+        if returns_nothing(op):  # a check: it writes nothing
+            return None
         if not outs:
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
         return outs[0] if len(outs) == 1 else list(outs)

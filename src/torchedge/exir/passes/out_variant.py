@@ -15,7 +15,7 @@ from torchedge.errors import ExportError
 from torchedge.exir.control_flow import is_control_flow
 from torchedge.exir.ir import bind_arguments, is_delegate_call
 from torchedge.exir.memory import alloc, view
-from torchedge.exir.op_schema import is_inplace, is_out_variant, out_argument_names, out_variant
+from torchedge.exir.op_schema import is_inplace, is_out_variant, out_argument_names, out_variant, returns_nothing
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.mutable_state import OUT_TO
@@ -49,7 +49,7 @@ class OutVariantPass(PassBase):
                 continue
             if not isinstance(node.target, torch._ops.OpOverload):
                 raise ExportError(f"cannot emit call to {node.target!r} {describe_node(node)}")
-            if is_out_variant(node.target) or is_inplace(node.target):
+            if is_out_variant(node.target) or is_inplace(node.target) or returns_nothing(node.target):
                 continue
             try:
                 out_op = out_variant(node.target)

@@ -18,6 +18,7 @@ __all__ = [
     "ones",
     "empty",
     "empty_strided",
+    "empty_permuted",
     "scalar_tensor",
     "arange",
     "arange_start",
@@ -54,6 +55,17 @@ def empty(size, memory_format, out):
 
 @register_kernel("aten::empty_strided.out", shape=from_size)
 def empty_strided(size, stride, out):
+    write(out, 0)
+
+
+@register_kernel("aten::empty_permuted.out", shape=from_size)
+def empty_permuted(size, physical_layout, out):
+    """``empty_like`` of a strided tensor: the layout is a dim order; the runtime's buffer is dense."""
+    check(
+        sorted(physical_layout) == list(range(len(size))),
+        "aten::empty_permuted.out",
+        f"physical_layout {list(physical_layout)} is not a permutation of the {len(size)} dims",
+    )
     write(out, 0)
 
 

@@ -224,9 +224,13 @@ def erfinv(y: np.ndarray, single: bool = False) -> np.ndarray:
         central = y * _polynomial(_CENTRAL[0], z) / _polynomial(_CENTRAL[1], z)
         t = np.sqrt(-np.log((1 - magnitude) / 2))
         tail = np.copysign(_polynomial(_TAIL[0], t), y) / _polynomial(_TAIL[1], t)
-        x = np.where(magnitude <= 0.7, central, tail).astype(dtype)
-        slope = dtype(2 / math.sqrt(math.pi))  # erf'(x) = slope * exp(-x^2)
+        # Newton steps in float64 even for a float32 result: in float32, erf(x) - y cancels to
+        # a few ulp of y, which near |y| = 1 moves x by more than float32's tolerance.
+        x = np.where(magnitude <= 0.7, central, tail).astype(np.float64)
+        target = y.astype(np.float64)
+        slope = 2 / math.sqrt(math.pi)  # erf'(x) = slope * exp(-x^2)
         for _ in range(2):
-            x -= (erf(x, single, precise=True) - y) / (slope * np.exp(-x * x))
+            x -= (erf(x, False, precise=True) - target) / (slope * np.exp(-x * x))
+        x = x.astype(dtype)
         np.copyto(x, np.copysign(dtype(np.inf), y), where=magnitude == 1)
     return x
