@@ -67,3 +67,19 @@ def test_bool_clamp_dtypes_in_the_edge_spec():
     assert check_node_dtypes(op, {"self": b, "min": b, "max": None}, [b]) is None
     assert check_node_dtypes(op, {"self": b, "min": None, "max": b}, [b]) is None
     assert check_node_dtypes(op, {"self": b, "min": b, "max": b}, [b]) is not None  # eager refuses it too
+
+
+def test_tensor_split_at_indices_read_from_a_tensor():
+    """The split points are read from data (``_local_scalar_dense``): the default kernel set has
+    that primitive, under its overload-less name."""
+    x = torch.randn(6, 3)
+    buffer = to_edge(
+        torch.export.export(_Call(lambda a, i: torch.tensor_split(a, i)), (x, torch.tensor([1, 4])), strict=False)
+    )
+    method = Runtime.get().load_program(buffer.to_executorch().buffer).load_method("forward")
+    for points in ([1, 4], [2, 2], [0, 6]):
+        got = method.execute([x.numpy(), np.array(points)])
+        want = torch.tensor_split(x, torch.tensor(points))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), w.numpy())

@@ -155,3 +155,17 @@ def run_case(case: Case, tolerances=None) -> None:
         for i, (g, w) in enumerate(zip(got, want)):
             layout = "transposed" if transposed else "contiguous"
             assert_close(g, w, case.rtol, case.atol, what=f"{case.op} out {i} ({layout} out)", tolerances=tolerances)
+
+
+def run_case_and_shape(op: str, ref, *args, **case_options) -> None:
+    """`run_case`, then the operator's shape function against eager's output shapes."""
+    from torchedge.kernels.registry import output_shapes
+
+    run_case(Case(op, ref, args, **case_options))
+    try:
+        want = ref(*args)
+    except Exception:  # run_case checked that the kernel refuses too
+        return
+    wants = [want] if isinstance(want, torch.Tensor) else list(want)
+    outs = [np.empty(tuple(w.shape), to_numpy(w).dtype) for w in wants]
+    assert output_shapes(op, [to_kernel_arg(a) for a in args] + outs) == [tuple(w.shape) for w in wants]

@@ -6,30 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import Case, run_case, to_kernel_arg
+from tests.kernels.harness import run_case_and_shape, to_kernel_arg
 from torchedge.errors import KernelError
 from torchedge.exir import to_edge
 from torchedge.exir.dtypes import to_numpy
-from torchedge.kernels.registry import get_kernel, output_shapes
+from torchedge.kernels.registry import get_kernel
 from torchedge.runtime import Runtime
 
 A = torch.ops.aten
 INTS = [torch.int32, torch.int64]
 FLOATS = [torch.float32, torch.float64]
 HALVES = [torch.float16, torch.bfloat16]
-
-
-def _run(op, ref, *args, **kw):
-    """Compare the kernel with eager, and its shape function with eager's output shapes."""
-    case = Case(op, ref, args, **kw)
-    run_case(case)
-    try:
-        want = ref(*args)
-    except Exception:
-        return
-    wants = [want] if isinstance(want, torch.Tensor) else list(want)
-    outs = [np.empty(tuple(w.shape), to_numpy(w).dtype) for w in wants]
-    assert output_shapes(op, [to_kernel_arg(a) for a in args] + outs) == [tuple(w.shape) for w in wants]
 
 
 def _sorted(*shape, dtype, nan=False):
@@ -62,7 +49,7 @@ def test_searchsorted_matches_eager(dtype, right, seq_shape, val_shape):
     torch.manual_seed(0)
     seq, values = _sorted(*seq_shape, dtype=dtype), _values(*val_shape, dtype=dtype)
     for out_int32 in (False, True):
-        _run(
+        run_case_and_shape(
             "aten::searchsorted.Tensor_out",
             lambda s, v, o, r, side, so: A.searchsorted.Tensor(s, v, out_int32=o, right=r, side=side, sorter=so),
             seq,
@@ -84,9 +71,9 @@ def test_searchsorted_side_sorter_nan_and_mixed_dtypes():
         return A.searchsorted.Tensor(s, v, out_int32=o, right=r, side=side, sorter=so)
 
     for side in ("left", "right"):
-        _run("aten::searchsorted.Tensor_out", ref, seq, values, False, False, side, sorter)
-    _run("aten::searchsorted.Tensor_out", ref, torch.sort(seq)[0], values, False, True, None, None)
-    _run(
+        run_case_and_shape("aten::searchsorted.Tensor_out", ref, seq, values, False, False, side, sorter)
+    run_case_and_shape("aten::searchsorted.Tensor_out", ref, torch.sort(seq)[0], values, False, True, None, None)
+    run_case_and_shape(
         "aten::searchsorted.Tensor_out",
         ref,
         torch.tensor([1, 2, 3]),
@@ -96,7 +83,7 @@ def test_searchsorted_side_sorter_nan_and_mixed_dtypes():
         None,
         None,
     )
-    _run(
+    run_case_and_shape(
         "aten::searchsorted.Tensor_out",
         ref,
         torch.tensor([0.1]),
@@ -107,10 +94,12 @@ def test_searchsorted_side_sorter_nan_and_mixed_dtypes():
         None,
     )
     # errors eager raises too: opposite sides, bad side, bad sorter, mismatched leading dims
-    _run("aten::searchsorted.Tensor_out", ref, seq, values, False, True, "left", None)
-    _run("aten::searchsorted.Tensor_out", ref, seq, values, False, False, "middle", None)
-    _run("aten::searchsorted.Tensor_out", ref, seq, values, False, False, None, sorter + 3)
-    _run("aten::searchsorted.Tensor_out", ref, torch.zeros(2, 3), torch.zeros(3, 3), False, False, None, None)
+    run_case_and_shape("aten::searchsorted.Tensor_out", ref, seq, values, False, True, "left", None)
+    run_case_and_shape("aten::searchsorted.Tensor_out", ref, seq, values, False, False, "middle", None)
+    run_case_and_shape("aten::searchsorted.Tensor_out", ref, seq, values, False, False, None, sorter + 3)
+    run_case_and_shape(
+        "aten::searchsorted.Tensor_out", ref, torch.zeros(2, 3), torch.zeros(3, 3), False, False, None, None
+    )
 
 
 @pytest.mark.parametrize("dtype", INTS + FLOATS)
@@ -120,7 +109,7 @@ def test_searchsorted_scalar_and_bucketize_match_eager(dtype):
     values = _values(4, 5, dtype=dtype)
     for right in (False, True):
         for scalar in (0.1, 2, -7.5):
-            _run(
+            run_case_and_shape(
                 "aten::searchsorted.Scalar_out",
                 lambda s, v, o, r, side, so: A.searchsorted.Scalar(s, v, out_int32=o, right=r, side=side, sorter=so),
                 seq,
@@ -130,7 +119,7 @@ def test_searchsorted_scalar_and_bucketize_match_eager(dtype):
                 None,
                 None,
             )
-            _run(
+            run_case_and_shape(
                 "aten::bucketize.Scalar_out",
                 lambda v, b, o, r: A.bucketize.Scalar(v, b, out_int32=o, right=r),
                 scalar,
@@ -138,7 +127,7 @@ def test_searchsorted_scalar_and_bucketize_match_eager(dtype):
                 True,
                 right,
             )
-        _run(
+        run_case_and_shape(
             "aten::bucketize.Tensor_out",
             lambda v, b, o, r: A.bucketize.Tensor(v, b, out_int32=o, right=r),
             values,
@@ -163,21 +152,21 @@ def _hist_values(n, dtype, seed):
 def test_histc_matches_eager(dtype, seed):
     x = _hist_values(40, dtype, seed)
     for bins, low, high in ((5, 0, 0), (7, -2.0, 1.5), (1, -1, 1), (12, 0.25, 0.25)):
-        _run("aten::histc.out", lambda s, b, lo, hi: torch.histc(s, b, lo, hi), x, bins, low, high)
-    _run("aten::histc.out", lambda s, b, lo, hi: torch.histc(s, b, lo, hi), x.reshape(5, 8), 4, -1, 1)
+        run_case_and_shape("aten::histc.out", lambda s, b, lo, hi: torch.histc(s, b, lo, hi), x, bins, low, high)
+    run_case_and_shape("aten::histc.out", lambda s, b, lo, hi: torch.histc(s, b, lo, hi), x.reshape(5, 8), 4, -1, 1)
 
 
 def test_histc_edge_cases_and_errors():
     def f(s, b, lo, hi):
         return torch.histc(s, b, lo, hi)
 
-    _run("aten::histc.out", f, torch.full((3,), 2.0), 4, 0, 0)  # constant input: range widened by 1
-    _run("aten::histc.out", f, torch.zeros(0), 4, 0, 0)
-    _run("aten::histc.out", f, torch.tensor([1.0, float("nan"), 2.0, float("inf")]), 4, 0, 3)
-    _run("aten::histc.out", f, torch.tensor([1.0, float("nan")]), 4, 0, 0)  # nan range: error
-    _run("aten::histc.out", f, torch.tensor([1.0, 2.0]), 4, 3, 2)  # max < min: error
-    _run("aten::histc.out", f, torch.tensor([1, 2]), 4, 0, 0)  # integers: error
-    _run("aten::histc.out", f, torch.tensor([1.0, 2.0]), 0, 0, 0)
+    run_case_and_shape("aten::histc.out", f, torch.full((3,), 2.0), 4, 0, 0)  # constant input: range widened by 1
+    run_case_and_shape("aten::histc.out", f, torch.zeros(0), 4, 0, 0)
+    run_case_and_shape("aten::histc.out", f, torch.tensor([1.0, float("nan"), 2.0, float("inf")]), 4, 0, 3)
+    run_case_and_shape("aten::histc.out", f, torch.tensor([1.0, float("nan")]), 4, 0, 0)  # nan range: error
+    run_case_and_shape("aten::histc.out", f, torch.tensor([1.0, 2.0]), 4, 3, 2)  # max < min: error
+    run_case_and_shape("aten::histc.out", f, torch.tensor([1, 2]), 4, 0, 0)  # integers: error
+    run_case_and_shape("aten::histc.out", f, torch.tensor([1.0, 2.0]), 0, 0, 0)
     with pytest.raises(KernelError, match="float32 or float64"):  # eager takes 16-bit floats too
         get_kernel("aten::histc.out").fn(np.ones(3, np.float16), 4, 0, 0, np.empty(4, np.float16))
 
@@ -191,7 +180,7 @@ def test_histogram_matches_eager(dtype, seed):
     for w in (None, weight):
         for density in (False, True):
             for bins, rng in ((5, None), (8, (-1.0, 2.0)), (3, (0.5, 0.5))):
-                _run(
+                run_case_and_shape(
                     "aten::histogram.bin_ct_out",
                     lambda s, b, r, w_, d: torch.histogram(s, b, range=r, weight=w_, density=d),
                     x,
@@ -200,7 +189,7 @@ def test_histogram_matches_eager(dtype, seed):
                     w,
                     density,
                 )
-            _run(
+            run_case_and_shape(
                 "aten::histogram.bins_tensor_out",
                 lambda s, b, w_, d: torch.histogram(s, b, weight=w_, density=d),
                 x,
@@ -217,11 +206,11 @@ def test_histogram_edge_cases():
     def tb(s, b, w, d):
         return torch.histogram(s, b, weight=w, density=d)
 
-    _run("aten::histogram.bin_ct_out", ct, torch.zeros(0), 4, None, None, False)
-    _run("aten::histogram.bin_ct_out", ct, torch.full((3,), 2.0), 4, None, None, False)
-    _run("aten::histogram.bin_ct_out", ct, torch.tensor([1.0, float("nan")]), 4, None, None, False)
-    _run("aten::histogram.bin_ct_out", ct, torch.tensor([1.0, 3.0]), 4, (3.0, 2.0), None, False)
-    _run(
+    run_case_and_shape("aten::histogram.bin_ct_out", ct, torch.zeros(0), 4, None, None, False)
+    run_case_and_shape("aten::histogram.bin_ct_out", ct, torch.full((3,), 2.0), 4, None, None, False)
+    run_case_and_shape("aten::histogram.bin_ct_out", ct, torch.tensor([1.0, float("nan")]), 4, None, None, False)
+    run_case_and_shape("aten::histogram.bin_ct_out", ct, torch.tensor([1.0, 3.0]), 4, (3.0, 2.0), None, False)
+    run_case_and_shape(
         "aten::histogram.bins_tensor_out",
         tb,
         torch.tensor([1.0, 3, float("nan")]),
@@ -229,9 +218,15 @@ def test_histogram_edge_cases():
         None,
         False,
     )
-    _run("aten::histogram.bins_tensor_out", tb, torch.tensor([1.0, 3.0]), torch.tensor([2.0]), None, False)
-    _run("aten::histogram.bins_tensor_out", tb, torch.tensor([1.0, 3.0]), torch.tensor([3.0, 2.0]), None, False)
-    _run("aten::histogram.bins_tensor_out", tb, torch.tensor([1, 3]), torch.tensor([0, 2, 3]), None, False)
+    run_case_and_shape(
+        "aten::histogram.bins_tensor_out", tb, torch.tensor([1.0, 3.0]), torch.tensor([2.0]), None, False
+    )
+    run_case_and_shape(
+        "aten::histogram.bins_tensor_out", tb, torch.tensor([1.0, 3.0]), torch.tensor([3.0, 2.0]), None, False
+    )
+    run_case_and_shape(
+        "aten::histogram.bins_tensor_out", tb, torch.tensor([1, 3]), torch.tensor([0, 2, 3]), None, False
+    )
 
 
 def _bincount(values, weights, minlength):

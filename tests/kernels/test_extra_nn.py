@@ -6,27 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import Case, run_case, to_kernel_arg
+from tests.kernels.harness import run_case_and_shape
 from torchedge.errors import KernelError
 from torchedge.exir import to_edge
 from torchedge.exir.dtypes import to_numpy
-from torchedge.kernels.registry import get_kernel, output_shapes
+from torchedge.kernels.registry import get_kernel
 from torchedge.runtime import Runtime
 
 A = torch.ops.aten
 FLOATS = [torch.float32, torch.float64]
 HALVES = [torch.float16, torch.bfloat16]
-
-
-def _run(op, ref, *args):
-    run_case(Case(op, ref, args))
-    try:
-        want = ref(*args)
-    except Exception:
-        return
-    wants = [want] if isinstance(want, torch.Tensor) else list(want)
-    outs = [np.empty(tuple(w.shape), to_numpy(w).dtype) for w in wants]
-    assert output_shapes(op, [to_kernel_arg(a) for a in args] + outs) == [tuple(w.shape) for w in wants]
 
 
 def _special(x: torch.Tensor) -> torch.Tensor:
@@ -58,9 +47,9 @@ def test_adaptive_max_pool2d_matches_eager(dtype, shape, size):
     def ref(s, o):
         return A.adaptive_max_pool2d(s, o)
 
-    _run("aten::adaptive_max_pool2d.out", ref, x, size)
+    run_case_and_shape("aten::adaptive_max_pool2d.out", ref, x, size)
     if x.numel():
-        _run("aten::adaptive_max_pool2d.out", ref, _special(x.clone()), size)
+        run_case_and_shape("aten::adaptive_max_pool2d.out", ref, _special(x.clone()), size)
 
 
 @pytest.mark.parametrize("dtype", FLOATS + HALVES)
@@ -80,19 +69,19 @@ def test_adaptive_max_pool3d_matches_eager(dtype, shape, size):
     def ref(s, o):
         return A.adaptive_max_pool3d(s, o)
 
-    _run("aten::adaptive_max_pool3d.out", ref, x, size)
+    run_case_and_shape("aten::adaptive_max_pool3d.out", ref, x, size)
     if x.numel():
-        _run("aten::adaptive_max_pool3d.out", ref, _special(x.clone()), size)
+        run_case_and_shape("aten::adaptive_max_pool3d.out", ref, _special(x.clone()), size)
 
 
 def test_adaptive_max_pool_refuses_what_eager_refuses():
     def ref2(s, o):
         return A.adaptive_max_pool2d(s, o)
 
-    _run("aten::adaptive_max_pool2d.out", ref2, torch.ones(1, 2, 3, 3, dtype=torch.int64), (2, 2))
-    _run("aten::adaptive_max_pool2d.out", ref2, torch.ones(2, 0, 3, 3), (2, 2))
-    _run("aten::adaptive_max_pool2d.out", ref2, torch.ones(3, 3), (2, 2))
-    _run(
+    run_case_and_shape("aten::adaptive_max_pool2d.out", ref2, torch.ones(1, 2, 3, 3, dtype=torch.int64), (2, 2))
+    run_case_and_shape("aten::adaptive_max_pool2d.out", ref2, torch.ones(2, 0, 3, 3), (2, 2))
+    run_case_and_shape("aten::adaptive_max_pool2d.out", ref2, torch.ones(3, 3), (2, 2))
+    run_case_and_shape(
         "aten::adaptive_max_pool3d.out", lambda s, o: A.adaptive_max_pool3d(s, o), torch.ones(1, 2, 0, 3, 3), (2, 2, 2)
     )
 
@@ -138,9 +127,11 @@ def test_grid_sampler_3d_matches_eager(dtype, mode, padding, align_corners):
 
     x = torch.randn(2, 3, 4, 5, 6, dtype=dtype)
     x[0, 0, 1, 2, 3] = float("nan")
-    _run("aten::grid_sampler_3d.out", ref, x, _grid(2, 3, 4, 2, dtype, 0), mode, padding, align_corners)
-    _run("aten::grid_sampler_3d.out", ref, x[:, :, :1, :1], _grid(2, 2, 2, 2, dtype, 1), mode, padding, align_corners)
-    _run("aten::grid_sampler_3d.out", ref, x, _grid(2, 0, 3, 2, dtype, 2), mode, padding, align_corners)
+    run_case_and_shape("aten::grid_sampler_3d.out", ref, x, _grid(2, 3, 4, 2, dtype, 0), mode, padding, align_corners)
+    run_case_and_shape(
+        "aten::grid_sampler_3d.out", ref, x[:, :, :1, :1], _grid(2, 2, 2, 2, dtype, 1), mode, padding, align_corners
+    )
+    run_case_and_shape("aten::grid_sampler_3d.out", ref, x, _grid(2, 0, 3, 2, dtype, 2), mode, padding, align_corners)
 
 
 def test_grid_sampler_3d_refuses_what_eager_refuses():
@@ -148,10 +139,10 @@ def test_grid_sampler_3d_refuses_what_eager_refuses():
         return A.grid_sampler_3d(x, g, m, p, a)
 
     x, grid = torch.randn(1, 2, 3, 3, 3), torch.rand(1, 2, 2, 2, 3)
-    _run("aten::grid_sampler_3d.out", ref, x, grid, 2, 0, False)  # bicubic is 2-d only
-    _run("aten::grid_sampler_3d.out", ref, x, torch.rand(2, 2, 2, 2, 3), 0, 0, False)
-    _run("aten::grid_sampler_3d.out", ref, x, torch.rand(1, 2, 2, 2, 2), 0, 0, False)
-    _run("aten::grid_sampler_3d.out", ref, x, grid.double(), 0, 0, False)
+    run_case_and_shape("aten::grid_sampler_3d.out", ref, x, grid, 2, 0, False)  # bicubic is 2-d only
+    run_case_and_shape("aten::grid_sampler_3d.out", ref, x, torch.rand(2, 2, 2, 2, 3), 0, 0, False)
+    run_case_and_shape("aten::grid_sampler_3d.out", ref, x, torch.rand(1, 2, 2, 2, 2), 0, 0, False)
+    run_case_and_shape("aten::grid_sampler_3d.out", ref, x, grid.double(), 0, 0, False)
     with pytest.raises(KernelError, match="float32 and float64 only"):
         get_kernel("aten::grid_sampler_3d.out").fn(
             np.ones((1, 1, 2, 2, 2), np.float16),
@@ -191,10 +182,12 @@ def test_antialias_upsample_matches_eager(op, dtype, size, out_size, align_corne
         return AA[op].default(x, o, a, sh, sw)
 
     x = torch.randn(2, 3, *size, dtype=dtype)
-    _run(op, ref, x, list(out_size), align_corners, None, None)
-    _run(op, ref, x, list(out_size), align_corners, 0.7, 2.5)
+    # eager's own float32 result moves by a few ulp with its vector loop's alignment: keep clear of it
+    close = {"rtol": 2e-5, "atol": 2e-5}
+    run_case_and_shape(op, ref, x, list(out_size), align_corners, None, None, **close)
+    run_case_and_shape(op, ref, x, list(out_size), align_corners, 0.7, 2.5, **close)
     x[0, 1, size[0] // 2, size[1] // 2] = float("nan")  # spreads over its window only
-    _run(op, ref, x, list(out_size), align_corners, None, None)
+    run_case_and_shape(op, ref, x, list(out_size), align_corners, None, None, **close)
 
 
 @pytest.mark.parametrize("op", list(AA))
@@ -202,10 +195,10 @@ def test_antialias_upsample_refuses_what_eager_refuses(op):
     def ref(x, o, a, sh, sw):
         return AA[op].default(x, o, a, sh, sw)
 
-    _run(op, ref, torch.randn(1, 1, 4, 4), [0, 2], False, None, None)
-    _run(op, ref, torch.ones(1, 1, 4, 4, dtype=torch.int64), [2, 2], False, None, None)
-    _run(op, ref, torch.randn(1, 1, 0, 4), [2, 2], False, None, None)
-    _run(op, ref, torch.randn(0, 1, 4, 4), [2, 3], False, None, None)
+    run_case_and_shape(op, ref, torch.randn(1, 1, 4, 4), [0, 2], False, None, None)
+    run_case_and_shape(op, ref, torch.ones(1, 1, 4, 4, dtype=torch.int64), [2, 2], False, None, None)
+    run_case_and_shape(op, ref, torch.randn(1, 1, 0, 4), [2, 2], False, None, None)
+    run_case_and_shape(op, ref, torch.randn(0, 1, 4, 4), [2, 3], False, None, None)
 
 
 class Sampling(torch.nn.Module):

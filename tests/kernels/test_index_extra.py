@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.kernels.harness import Case, run_case, to_kernel_arg
+from tests.kernels.harness import run_case_and_shape
 from torchedge.errors import KernelError
 from torchedge.exir import to_edge
 from torchedge.exir.dtypes import to_numpy
@@ -16,16 +16,6 @@ from torchedge.runtime import Runtime
 A = torch.ops.aten
 DTYPES = [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool]
 HALVES = [torch.float16, torch.bfloat16]
-
-
-def _run(op, ref, *args):
-    run_case(Case(op, ref, args))
-    try:
-        want = ref(*args)
-    except Exception:
-        return
-    out = np.empty(tuple(want.shape), to_numpy(want).dtype)
-    assert output_shapes(op, [to_kernel_arg(a) for a in args] + [out]) == [tuple(want.shape)]
 
 
 def _t(*shape, dtype):
@@ -42,8 +32,8 @@ def test_narrow_copy_matches_eager(dtype):
 
     x = _t(4, 5, 3, dtype=dtype)
     for dim, start, length in ((0, 1, 2), (-1, 0, 3), (1, -3, 2), (1, 5, 0), (2, 1, 5), (1, -6, 1)):
-        _run("aten::narrow_copy.out", ref, x, dim, start, length)
-    _run("aten::narrow_copy.out", ref, x, 3, 0, 1)
+        run_case_and_shape("aten::narrow_copy.out", ref, x, dim, start, length)
+    run_case_and_shape("aten::narrow_copy.out", ref, x, 3, 0, 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + HALVES)
@@ -53,9 +43,9 @@ def test_unfold_copy_matches_eager(dtype):
 
     x = _t(4, 7, 3, dtype=dtype)
     for dim, size, step in ((1, 3, 1), (1, 3, 2), (-1, 3, 5), (0, 4, 3), (1, 0, 1), (1, 8, 1), (1, 2, 0)):
-        _run("aten::unfold_copy.out", ref, x, dim, size, step)
-    _run("aten::unfold_copy.out", ref, _t(dtype=dtype), 0, 1, 1)
-    _run("aten::unfold_copy.out", ref, _t(0, 3, dtype=dtype), 1, 2, 1)
+        run_case_and_shape("aten::unfold_copy.out", ref, x, dim, size, step)
+    run_case_and_shape("aten::unfold_copy.out", ref, _t(dtype=dtype), 0, 1, 1)
+    run_case_and_shape("aten::unfold_copy.out", ref, _t(0, 3, dtype=dtype), 1, 2, 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + HALVES)
@@ -66,9 +56,9 @@ def test_diagonal_scatter_matches_eager(dtype):
     x = _t(3, 4, 5, dtype=dtype)
     for offset, d1, d2 in ((0, 0, 1), (1, 0, 1), (-2, 0, 1), (2, -1, 0), (0, 1, 2), (7, 0, 1)):
         diag = torch.diagonal(x, offset, d1, d2)
-        _run("aten::diagonal_scatter.out", ref, x, _t(*diag.shape, dtype=dtype), offset, d1, d2)
-    _run("aten::diagonal_scatter.out", ref, x, _t(2, dtype=dtype), 0, 0, 1)  # wrong src shape
-    _run("aten::diagonal_scatter.out", ref, x, _t(3, dtype=dtype), 0, 1, 1)
+        run_case_and_shape("aten::diagonal_scatter.out", ref, x, _t(*diag.shape, dtype=dtype), offset, d1, d2)
+    run_case_and_shape("aten::diagonal_scatter.out", ref, x, _t(2, dtype=dtype), 0, 0, 1)  # wrong src shape
+    run_case_and_shape("aten::diagonal_scatter.out", ref, x, _t(3, dtype=dtype), 0, 1, 1)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + HALVES)
@@ -84,8 +74,8 @@ def test_as_strided_scatter_matches_eager(dtype):
         ((0, 3), (1, 1), 0),
         ((), (), 19),
     ):
-        _run("aten::as_strided_scatter.out", ref, x, _t(*size, dtype=dtype), size, stride, offset)
-    _run("aten::as_strided_scatter.out", ref, x, _t(3, dtype=dtype), (3,), (8,), 5)  # out of bounds
+        run_case_and_shape("aten::as_strided_scatter.out", ref, x, _t(*size, dtype=dtype), size, stride, offset)
+    run_case_and_shape("aten::as_strided_scatter.out", ref, x, _t(3, dtype=dtype), (3,), (8,), 5)  # out of bounds
 
 
 @pytest.mark.parametrize(
@@ -98,14 +88,14 @@ def test_put_matches_eager(dtype):
     x = _t(3, 4, dtype=dtype)
     index = torch.tensor([[0, -1], [5, 11]])
     for accumulate in (False, True):
-        _run("aten::put.out", ref, x, index, _t(2, 2, dtype=dtype), accumulate)
-        _run("aten::put.out", ref, x, torch.tensor([2, 2, -10]), _t(3, dtype=dtype), True)
-        _run("aten::put.out", ref, x, torch.zeros(0, dtype=torch.int64), _t(0, dtype=dtype), accumulate)
-        _run("aten::put.out", ref, _t(dtype=dtype), torch.tensor([0]), _t(1, dtype=dtype), accumulate)
-    _run("aten::put.out", ref, x, torch.tensor([12]), _t(1, dtype=dtype), False)
-    _run("aten::put.out", ref, x, torch.tensor([-13]), _t(1, dtype=dtype), False)
-    _run("aten::put.out", ref, x, torch.tensor([1, 2]), _t(1, dtype=dtype), False)
-    _run("aten::put.out", ref, x, torch.tensor([1], dtype=torch.int32), _t(1, dtype=dtype), False)
+        run_case_and_shape("aten::put.out", ref, x, index, _t(2, 2, dtype=dtype), accumulate)
+        run_case_and_shape("aten::put.out", ref, x, torch.tensor([2, 2, -10]), _t(3, dtype=dtype), True)
+        run_case_and_shape("aten::put.out", ref, x, torch.zeros(0, dtype=torch.int64), _t(0, dtype=dtype), accumulate)
+        run_case_and_shape("aten::put.out", ref, _t(dtype=dtype), torch.tensor([0]), _t(1, dtype=dtype), accumulate)
+    run_case_and_shape("aten::put.out", ref, x, torch.tensor([12]), _t(1, dtype=dtype), False)
+    run_case_and_shape("aten::put.out", ref, x, torch.tensor([-13]), _t(1, dtype=dtype), False)
+    run_case_and_shape("aten::put.out", ref, x, torch.tensor([1, 2]), _t(1, dtype=dtype), False)
+    run_case_and_shape("aten::put.out", ref, x, torch.tensor([1], dtype=torch.int32), _t(1, dtype=dtype), False)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + HALVES)
@@ -117,9 +107,9 @@ def test_nonzero_static_matches_eager(dtype):
     if dtype.is_floating_point:
         x[0, 0], x[1, 1] = float("nan"), 0.0
     for size, fill in ((0, -1), (3, -1), (12, 7), (20, -5)):
-        _run("aten::nonzero_static.out", ref, x, size, fill)
-    _run("aten::nonzero_static.out", ref, _t(dtype=dtype), 2, -1)
-    _run("aten::nonzero_static.out", ref, _t(0, 2, dtype=dtype), 2, -1)
+        run_case_and_shape("aten::nonzero_static.out", ref, x, size, fill)
+    run_case_and_shape("aten::nonzero_static.out", ref, _t(dtype=dtype), 2, -1)
+    run_case_and_shape("aten::nonzero_static.out", ref, _t(0, 2, dtype=dtype), 2, -1)
     with pytest.raises(KernelError, match="non-negative"):
         output_shapes("aten::nonzero_static.out", [np.ones(3), -1, -1, np.empty((0, 1), np.int64)])
 
@@ -185,12 +175,12 @@ def test_index_reduce_matches_eager(dtype, reduce, include_self):
         src[1, 2] = float("nan")
         x[4, 0] = float("inf")
     index = torch.tensor([0, 4, 0, 2])
-    _run("aten::index_reduce.out", ref, x, 0, index, src, reduce, include_self)
-    _run("aten::index_reduce.out", ref, x, 0, index.to(torch.int32), src, reduce, include_self)
-    _run(
+    run_case_and_shape("aten::index_reduce.out", ref, x, 0, index, src, reduce, include_self)
+    run_case_and_shape("aten::index_reduce.out", ref, x, 0, index.to(torch.int32), src, reduce, include_self)
+    run_case_and_shape(
         "aten::index_reduce.out", ref, x, -1, torch.tensor([2, 2, 1, 2, 0]), _t(5, 5, dtype=dtype), reduce, include_self
     )
-    _run(
+    run_case_and_shape(
         "aten::index_reduce.out",
         ref,
         x,
@@ -200,19 +190,31 @@ def test_index_reduce_matches_eager(dtype, reduce, include_self):
         reduce,
         include_self,
     )
-    _run("aten::index_reduce.out", ref, _t(dtype=dtype), 0, torch.tensor([0]), _t(dtype=dtype), reduce, include_self)
-    _run("aten::index_reduce.out", ref, x, 0, torch.tensor([5]), _t(1, 3, dtype=dtype), reduce, include_self)
-    _run("aten::index_reduce.out", ref, x, 0, torch.tensor([-1]), _t(1, 3, dtype=dtype), reduce, include_self)
-    _run("aten::index_reduce.out", ref, x, 0, torch.tensor([1]), _t(1, 2, dtype=dtype), reduce, include_self)
+    run_case_and_shape(
+        "aten::index_reduce.out", ref, _t(dtype=dtype), 0, torch.tensor([0]), _t(dtype=dtype), reduce, include_self
+    )
+    run_case_and_shape(
+        "aten::index_reduce.out", ref, x, 0, torch.tensor([5]), _t(1, 3, dtype=dtype), reduce, include_self
+    )
+    run_case_and_shape(
+        "aten::index_reduce.out", ref, x, 0, torch.tensor([-1]), _t(1, 3, dtype=dtype), reduce, include_self
+    )
+    run_case_and_shape(
+        "aten::index_reduce.out", ref, x, 0, torch.tensor([1]), _t(1, 2, dtype=dtype), reduce, include_self
+    )
 
 
 def test_index_reduce_refuses_what_eager_refuses():
     def ref(s, d, i, src, r, inc):
         return A.index_reduce(s, d, i, src, r, include_self=inc)
 
-    _run("aten::index_reduce.out", ref, torch.ones(3) > 0, 0, torch.tensor([1]), torch.ones(1) > 0, "amax", True)
-    _run("aten::index_reduce.out", ref, torch.ones(3), 0, torch.tensor([1]), torch.ones(1), "sum", True)
-    _run("aten::index_reduce.out", ref, torch.ones(3), 0, torch.tensor([1.0]), torch.ones(1), "prod", True)
+    run_case_and_shape(
+        "aten::index_reduce.out", ref, torch.ones(3) > 0, 0, torch.tensor([1]), torch.ones(1) > 0, "amax", True
+    )
+    run_case_and_shape("aten::index_reduce.out", ref, torch.ones(3), 0, torch.tensor([1]), torch.ones(1), "sum", True)
+    run_case_and_shape(
+        "aten::index_reduce.out", ref, torch.ones(3), 0, torch.tensor([1.0]), torch.ones(1), "prod", True
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
@@ -229,13 +231,15 @@ def test_segment_reduce_matches_eager(dtype, reduce):
     data[3, 1] = float("nan")
     lengths = torch.tensor([2, 0, 3, 1])
     for initial in (None, 2.0, -1.5):
-        _run("aten::segment_reduce.out", ref, data, reduce, lengths, None, None, 0, False, initial)
-        _run(
+        run_case_and_shape("aten::segment_reduce.out", ref, data, reduce, lengths, None, None, 0, False, initial)
+        run_case_and_shape(
             "aten::segment_reduce.out", ref, data, reduce, None, None, torch.tensor([0, 2, 2, 5, 6]), 0, False, initial
         )
-        _run("aten::segment_reduce.out", ref, data, reduce, lengths.to(torch.int32), None, None, 0, False, initial)
+        run_case_and_shape(
+            "aten::segment_reduce.out", ref, data, reduce, lengths.to(torch.int32), None, None, 0, False, initial
+        )
     batched = _t(3, 4, 2, dtype=dtype)
-    _run(
+    run_case_and_shape(
         "aten::segment_reduce.out",
         ref,
         batched,
@@ -247,10 +251,12 @@ def test_segment_reduce_matches_eager(dtype, reduce):
         False,
         None,
     )
-    _run("aten::segment_reduce.out", ref, data, reduce, torch.tensor([2, 2]), None, None, 0, False, None)
-    _run("aten::segment_reduce.out", ref, data, reduce, torch.tensor([7, -1]), None, None, 0, False, None)
-    _run("aten::segment_reduce.out", ref, data.to(torch.int64), reduce, lengths, None, None, 0, False, None)
-    _run(
+    run_case_and_shape("aten::segment_reduce.out", ref, data, reduce, torch.tensor([2, 2]), None, None, 0, False, None)
+    run_case_and_shape("aten::segment_reduce.out", ref, data, reduce, torch.tensor([7, -1]), None, None, 0, False, None)
+    run_case_and_shape(
+        "aten::segment_reduce.out", ref, data.to(torch.int64), reduce, lengths, None, None, 0, False, None
+    )
+    run_case_and_shape(
         "aten::segment_reduce.out", ref, _t(0, 2, dtype=dtype), reduce, torch.tensor([0, 0]), None, None, 0, False, None
     )
 

@@ -256,7 +256,7 @@ def _extra_calls() -> list:
                     padding_idx,
                 )
             )
-    return calls + _scalar_overload_calls()
+    return calls + _scalar_overload_calls() + _random_calls()
 
 
 _POLYNOMIALS = [
@@ -335,6 +335,28 @@ _BAGS = [
 
 
 # kernels no eager call reaches (their torch operators live in ExecuTorch): checked in CASES below
+def _random_calls() -> list:
+    """Operators that draw random numbers (only the shapes can match) and ``resize``."""
+    x, ints = torch.rand(2, 3) + 0.5, torch.tensor([[1, 2, 3], [4, 5, 6]])
+    return [
+        _call(aten.uniform.default, x, 0.0, 1.0),
+        _call(aten.cauchy.default, x, 0.0, 1.0),
+        _call(aten.exponential.default, x, 1.0),
+        _call(aten.geometric.default, x, 0.5),
+        _call(aten.log_normal.default, x, 1.0, 2.0),
+        _call(aten.normal.float_Tensor, 0.0, x),
+        _call(aten.normal_functional.default, x, 0.0, 1.0),
+        _call(aten.poisson.default, x),
+        _call(aten.rand_like.default, x),
+        _call(aten.randint_like.Tensor, ints, torch.tensor(9)),
+        _call(aten.random.default, x),
+        _call(aten.random.to, x, 10),
+        _call(getattr(aten.random, "from"), x, 0, 10),
+        _call(aten.bernoulli.p, x, 0.5),
+        _call(aten.resize.default, x, [6]),
+    ]
+
+
 _NO_EAGER_CALL = {
     "dim_order_ops::_to_dim_order_copy.out",
     "dim_order_ops::_clone_dim_order.out",

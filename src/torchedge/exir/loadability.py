@@ -76,7 +76,8 @@ def check_loadable(
                 problems.append(problem)
             continue
         if is_scalar_call(node):
-            name = "{}.{}".format(*scalar_kernel_name(node))
+            base, overload = scalar_kernel_name(node)
+            name = f"{base}.{overload}" if overload else base
         elif isinstance(node.target, torch._ops.OpOverload):
             name = op_name(node.target)
         else:

@@ -61,6 +61,9 @@ def out_variant(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
     """The out variant of a functional ATen op (``aten.add.Tensor`` -> ``aten.add.out``)."""
     packet = op.overloadpacket
     candidates = [getattr(packet, name) for name in packet.overloads()]
+    twin = getattr(torch.ops.aten, packet.__name__.removesuffix("_functional"), None)
+    if packet.__name__.endswith("_functional") and twin is not None:  # normal_functional -> normal.out
+        candidates += [getattr(twin, name) for name in twin.overloads()]
     if op.namespace == "quantized_decomposed":  # ExecuTorch's out variants when loaded, else torchedge's
         candidates += out_variant_candidates(op)
     for candidate in candidates:

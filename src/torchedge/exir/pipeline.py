@@ -29,6 +29,7 @@ from torchedge.exir.passes.constant_folding import constant_input_names, fold_co
 from torchedge.exir.passes.conv_folding import fold_into_convolutions
 from torchedge.exir.passes.debug_handles import DebugHandlePass
 from torchedge.exir.passes.dense_outputs import DenseOutputsPass
+from torchedge.exir.passes.functional_twins import FunctionalTwinsPass
 from torchedge.exir.passes.kernel_fusion import fusion_passes
 from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
@@ -229,6 +230,11 @@ EXECUTORCH_STAGES = (
         "ShareViewsPass",
         "reshapes of planned tensors become `memory.view` (no bytes, no instruction)",
         _graph_pass(lambda s: ShareViewsPass(s.extra["constant_names"]), sub_graphs=False),
+    ),
+    Stage(
+        "FunctionalTwinsPass",
+        "functionalized mutations (training batch norm, rrelu) call their mutating twin on copies",
+        _graph_pass(lambda s: FunctionalTwinsPass()),
     ),
     Stage(
         "MutableStatePass",

@@ -19,6 +19,7 @@ from torchedge.errors import ExportError
 from torchedge.exir.control_flow import branches, is_control_flow, nested_graph_modules
 from torchedge.exir.ir import bind_arguments, executorch_call_delegate, op_name
 from torchedge.exir.op_schema import out_variant, returns_nothing
+from torchedge.exir.passes.functional_twins import mutating_twin
 from torchedge.exir.source import describe_node
 from torchedge.exir.symbolic import is_scalar_call
 from torchedge.exir.tensor_spec import describable_by_dim_order
@@ -67,6 +68,9 @@ def _in_edge_set(op: torch._ops.OpOverload, has_kernel: Callable[[str], bool]) -
         return True
     if returns_nothing(op):
         return has_kernel(op_name(op))
+    twin = mutating_twin(op)  # lowered onto its twin by FunctionalTwinsPass
+    if twin is not None:
+        return _in_edge_set(twin, has_kernel)
     try:
         return has_kernel(op_name(out_variant(op)))
     except ExportError:
