@@ -354,6 +354,17 @@ def _random_calls() -> list:
         _call(getattr(aten.random, "from"), x, 0, 10),
         _call(aten.bernoulli.p, x, 0.5),
         _call(aten.resize.default, x, [6]),
+        _call(aten.multinomial.default, x, 2),
+        _call(aten.new_empty_strided.default, x, [3, 2], [2, 1]),
+        _call(aten.normal.Tensor_Tensor, x, x),
+        _call(aten.normal.Tensor_float, x, 1.0),
+        _call(aten.normal.float_float, 0.0, 1.0, [2, 3]),
+        _call(aten.randint.default, 9, [2, 3]),
+        _call(aten.randint.low, 2, 9, [2, 3]),
+        _call(aten.randint_like.default, ints, 9),
+        _call(aten.randint_like.low_dtype, ints, 2, 9),
+        _call(aten.randn_like.default, x),
+        _call(aten.rrelu_with_noise.default, x - 1, torch.zeros(2, 3)),
     ]
 
 
