@@ -83,3 +83,11 @@ def test_tensor_split_at_indices_read_from_a_tensor():
         assert len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), w.numpy())
+
+
+def test_split_into_a_single_chunk():
+    """A Tensor[] out holding one tensor is still read through getitem."""
+    x = torch.randn(3, 4)
+    got = _run(lambda a: torch.split(a, 5), x)
+    assert len(got) == 1
+    np.testing.assert_array_equal(np.asarray(got[0]), x.numpy())

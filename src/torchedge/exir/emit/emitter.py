@@ -203,7 +203,8 @@ class MethodEmitter(torch.fx.Interpreter):
             return None
         if not outs:
             raise ExportError(f"operator {schema.name}.{schema.overload_name} is not an out variant")
-        return outs[0] if len(outs) == 1 else list(outs)
+        single = len(out_names) == 1 and not isinstance(bound[out_names[0]], (list, tuple))
+        return outs[0] if single else list(outs)  # a Tensor[] out of one tensor is still a list
 
     def _schema_arguments(self, schema, bound: dict) -> list[int]:
         """Value indices of every schema argument in order, omitted ones from their defaults."""
