@@ -16,7 +16,7 @@ their counter afterwards, so a method runs the same on every call.
 from __future__ import annotations
 
 from torchedge.errors import ExportError, InternalError
-from torchedge.exir.control_flow import CALL_OUTPUT, COND, MAP, OPERAND, SCAN, branches, operands
+from torchedge.exir.control_flow import CALL_OUTPUT, COND, MAP, OPERAND, SCAN, SLICE, branches, operands
 from torchedge.exir.emit.value_table import Value
 from torchedge.exir.source import describe_node
 from torchedge.schema.program import JumpFalseCall
@@ -83,8 +83,8 @@ def _copy(emitter, into: Value, source: Value) -> None:
 def _emit_counted_loop(emitter, node, branch, inputs: list[Value], values: list[Value], outs: list[Value]) -> None:
     """``map``: inputs are (rows of xs, args); ``scan``: (carry, rows of xs, args), outputs (carry, ys)."""
     table = emitter.table
-    num_carry = len(node.args[1]) if node.target is SCAN else 0
-    num_xs = len(node.args[1 if node.target is MAP else 2])
+    kinds = [kind for kind, _ in branch.inputs]  # the call's layout, as `branches` reads it
+    num_carry, num_xs = kinds.count(CALL_OUTPUT), kinds.count(SLICE)
     xs, rows = values[num_carry : num_carry + num_xs], inputs[num_carry : num_carry + num_xs]
     if not xs:
         raise ExportError(f"{node.target.name()} needs at least one operand to iterate over {describe_node(node)}")
