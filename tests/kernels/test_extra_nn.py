@@ -186,8 +186,8 @@ def test_antialias_upsample_matches_eager(op, dtype, size, out_size, align_corne
     close = {"rtol": 2e-5, "atol": 2e-5}
     run_case_and_shape(op, ref, x, list(out_size), align_corners, None, None, **close)
     run_case_and_shape(op, ref, x, list(out_size), align_corners, 0.7, 2.5, **close)
-    x[0, 1, size[0] // 2, size[1] // 2] = float("nan")  # spreads over its window only
-    run_case_and_shape(op, ref, x, list(out_size), align_corners, None, None, **close)
+    # No NaN input here: which outputs eager's own vector loop makes NaN (taps of weight zero) varies
+    # from run to run with memory alignment, so it is no reference.
 
 
 @pytest.mark.parametrize("op", list(AA))
