@@ -231,3 +231,20 @@ def test_dynamic_outputs_need_planned_memory_and_inputs_may_be_callers():
     for seed, shape in enumerate([(5, 8), (2, 8)]):
         inputs = _inputs("small", shape, seed)
         assert_matches(method.execute([inputs[0].numpy()]), torch_outputs(model, inputs))
+
+
+class Combinations(torch.nn.Module):
+    """``combinations`` selects with ``masked_select`` under the core decomposition, whose
+    size torch leaves unbounded: the compiler bounds it by the broadcast numel."""
+
+    def forward(self, x):
+        pairs = torch.combinations(x, r=1, with_replacement=True)
+        return pairs * 2, torch.masked_select(x, x > 0).cumsum(0)
+
+
+def test_masked_select_sizes_are_bounded_for_planning():
+    x = torch.tensor([0.5, -1.0])  # of one or two elements, torch gives the selection no bound at all
+    program = to_edge(torch.export.export(Combinations(), (x,))).to_executorch()
+    method = Runtime.get().load_program(program.buffer).load_method()
+    for value in [x, -x, torch.tensor([1.0, 2.0]), torch.tensor([-1.0, -2.0])]:
+        _assert_all_close(method.execute([value.numpy()]), torch_outputs(Combinations(), (value,)))

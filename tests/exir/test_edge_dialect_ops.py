@@ -40,6 +40,7 @@ from torchedge.kernels.registry import Kernel, get_kernel, has_kernel
 CORE = {c.name: c.op for c in core_operators()}
 INTEGRAL = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 FLOATING = {torch.float16, torch.bfloat16, torch.float32, torch.float64}
+COMPLEX = {torch.complex64, torch.complex128}
 # Outputs that are random or uninitialised: only their shape and dtype can match.
 NONDETERMINISTIC = {"aten::empty.memory_format", "aten::empty_strided", "aten::native_dropout"}
 
@@ -55,10 +56,10 @@ def _names(op) -> list[str]:
 def test_sigmoid_example():
     sigmoid = exir_ops.edge.aten.sigmoid.default
     self_types = sigmoid._schema.arguments[0].allowed_types
-    assert INTEGRAL | {torch.float32, torch.float64} <= self_types <= INTEGRAL | FLOATING
+    assert INTEGRAL | {torch.float32, torch.float64} | COMPLEX <= self_types <= INTEGRAL | FLOATING | COMPLEX
     assert sigmoid._schema.returns[0].allowed_types == self_types - INTEGRAL | {torch.float32}
     for dtype in self_types:
-        admitted = {ret for ret in DTYPES if check_node_dtypes(sigmoid, {"self": dtype}, [ret]) is None}
+        admitted = {ret for ret in (*DTYPES, *COMPLEX) if check_node_dtypes(sigmoid, {"self": dtype}, [ret]) is None}
         assert admitted == ({torch.float32} if dtype in INTEGRAL else {dtype}), dtype
 
 

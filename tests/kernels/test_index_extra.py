@@ -99,6 +99,17 @@ def test_put_matches_eager(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES + HALVES)
+def test_take_matches_eager(dtype):
+    x = _t(3, 4, dtype=dtype)
+    for index in ([[0, -1], [5, 11]], [3], [], [-12, 7, 7]):
+        run_case_and_shape("aten::take.out", A.take, x, torch.tensor(index, dtype=torch.int64))
+    run_case_and_shape("aten::take.out", A.take, _t(dtype=dtype), torch.tensor([[0]]))
+    run_case_and_shape("aten::take.out", A.take, _t(0, 2, dtype=dtype), torch.zeros(0, dtype=torch.int64))
+    for bad in ([12], [-13], torch.tensor([1], dtype=torch.int32)):  # eager refuses: so must the kernel
+        run_case_and_shape("aten::take.out", A.take, x, bad if isinstance(bad, torch.Tensor) else torch.tensor(bad))
+
+
+@pytest.mark.parametrize("dtype", DTYPES + HALVES)
 def test_nonzero_static_matches_eager(dtype):
     def ref(s, size, fill):
         return A.nonzero_static(s, size=size, fill_value=fill)

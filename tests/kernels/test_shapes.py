@@ -106,6 +106,15 @@ def _extra_calls() -> list:
         _call(aten._fft_r2c.default, torch.randn(4, 7), [1], 2, False),
         _call(aten._fft_c2r.default, c, [0, 1], 0, 11),
         _call(aten._fft_c2c.default, c, [1], 1, False),
+        _call(aten._conj_copy.default, c),
+        _call(aten._conj_physical.default, c),
+        _call(aten.conj_physical.default, c),
+        _call(aten.complex.default, torch.randn(4, 1), torch.randn(6)),
+        _call(aten.polar.default, torch.rand(3, 1), torch.randn(2)),
+        _call(aten.view_as_real_copy.default, c),
+        _call(aten.view_as_complex_copy.default, x4[..., :2].contiguous()),
+        _call(aten.linalg_eig.default, torch.randn(2, 3, 3)),
+        _call(aten.take.default, torch.randn(3, 4), torch.tensor([[0, -1], [5, 11]])),
         _call(aten._native_batch_norm_legit.no_stats, x, None, None, True, 0.1, 1e-5),
         _call(
             aten._native_batch_norm_legit_no_training.default, x, None, None, torch.zeros(3), torch.ones(3), 0.1, 1e-5

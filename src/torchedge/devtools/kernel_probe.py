@@ -35,6 +35,8 @@ from torchedge.kernels.registry import Kernel, get_kernel
 
 __all__ = ["Draw", "Template", "Wrong", "probe_calls", "dtype_signature", "probe_operator", "kernel_spec"]
 
+# Every dtype a slot may take: the checked dtypes and the complex ones (ExecuTorch names them too).
+PROBE_DTYPES = (*DTYPES, torch.complex64, torch.complex128)
 _SCALARS = {torch.bool: bool, torch.int64: int, torch.float64: float}
 _SCALAR_DTYPE = {python_type: dtype for dtype, python_type in _SCALARS.items()}
 
@@ -69,16 +71,16 @@ class Draw:
 
     def tensor(self, *shape: int, dtype=None, data=None, low=None, high=None, exclude_zero=True) -> torch.Tensor:
         """A tensor: ``data`` converted to the slot's dtype, or random values in [low, high)."""
-        return self._make(self._slot(dtype or self.primary, DTYPES), shape, data, low, high, exclude_zero)
+        return self._make(self._slot(dtype or self.primary, PROBE_DTYPES), shape, data, low, high, exclude_zero)
 
     def tensors(self, count: int, *shape: int, low=None, high=None) -> list[torch.Tensor]:
         """``count`` tensors sharing one slot (a ``Tensor[]`` argument)."""
-        dtype = self._slot(self.primary, DTYPES)
+        dtype = self._slot(self.primary, PROBE_DTYPES)
         return [self._make(dtype, shape, None, low, high, True) for _ in range(count)]
 
     def dtype(self, optional: bool = False) -> torch.dtype | None:
         """A ``ScalarType`` argument: the primary dtype, or None if ``optional``."""
-        return self._slot(None if optional else self.primary, DTYPES + (None,))
+        return self._slot(None if optional else self.primary, PROBE_DTYPES + (None,))
 
     def scalar(self, value: bool | int | float) -> bool | int | float:
         """A ``Scalar`` argument: ``value``, or it converted to bool, int or float."""
@@ -112,7 +114,7 @@ def _draw(template: Template, primary: torch.dtype, changes: dict) -> tuple[Draw
 def probe_calls(template: Template) -> Iterator[tuple[tuple, dict]]:
     """Each primary dtype's call, and the calls that change one of its slots; each once."""
     seen = set()
-    for primary in DTYPES:
+    for primary in PROBE_DTYPES:
         base, args, kwargs = _draw(template, primary, {})
         values = [slot.value for slot in base.slots]
         changes: list[dict[int, object]] = [{}] + [

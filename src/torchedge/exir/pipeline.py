@@ -22,6 +22,7 @@ from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
 from torchedge.errors import ExportError
 from torchedge.exir.control_flow import inherit_source_lines, run_on_sub_graphs
+from torchedge.exir.decompositions import decomposition_table
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
@@ -33,7 +34,7 @@ from torchedge.exir.passes.functional_twins import FunctionalTwinsPass
 from torchedge.exir.passes.kernel_fusion import fusion_passes
 from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
-from torchedge.exir.symbolic import upper_bound_shape
+from torchedge.exir.symbolic import bound_data_dependent_sizes, upper_bound_shape
 from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
 
 __all__ = ["Stage", "MethodState", "EDGE_STAGES", "EXECUTORCH_STAGES", "run_stages", "describe"]
@@ -126,7 +127,7 @@ def _decompose(state: MethodState) -> None:
     # Side effects (linalg's error checks) come wrapped in `with_effects` calls threading tokens:
     # in a program that runs its instructions in order, the plain call is the same.
     try:
-        decomposed = state.program.run_decompositions(torch.export.default_decompositions())
+        decomposed = state.program.run_decompositions(decomposition_table())
     except Exception as e:  # torch's own failure: say so, typed, instead of a bare traceback
         raise ExportError(
             f"method '{state.method}': torch.export's core-ATen decomposition failed "
@@ -134,6 +135,7 @@ def _decompose(state: MethodState) -> None:
         ) from e
     state.program = _remove_effect_tokens(decomposed)
     inherit_source_lines(state.program.graph_module)
+    bound_data_dependent_sizes(state.program.graph_module)
 
 
 def _check_mutations(state: MethodState) -> None:

@@ -14,8 +14,9 @@ import operator
 import sys
 from collections.abc import Callable
 
+import sympy
 import torch
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, constrain_range
 
 from torchedge.errors import ExportError
 
@@ -23,6 +24,7 @@ __all__ = [
     "SYM_OPS",
     "upper_bound",
     "upper_bound_shape",
+    "bound_data_dependent_sizes",
     "is_dynamic",
     "decided",
     "is_scalar_call",
@@ -72,6 +74,30 @@ def upper_bound(size, what: str = "a dimension") -> int:
 
 def upper_bound_shape(shape, what: str = "a tensor") -> tuple[int, ...]:
     return tuple(upper_bound(s, f"dimension {d} of {what}") for d, s in enumerate(shape))
+
+
+def _masked_select_bound(node: torch.fx.Node) -> int:
+    """At most every element of ``self`` and ``mask`` broadcast together."""
+    self, mask = (arg.meta["val"] for arg in node.args[:2])
+    return math.prod(upper_bound_shape(torch.broadcast_shapes(self.shape, mask.shape), "masked_select's input"))
+
+
+# Operators whose output size only the data decides, yet which the operator bounds where torch's
+# fake kernel leaves it unbounded: the bound, from the node.
+_DATA_DEPENDENT_BOUNDS: dict = {torch.ops.aten.masked_select.default: _masked_select_bound}
+
+
+def bound_data_dependent_sizes(graph_module: torch.fx.GraphModule) -> None:
+    """Give each size only the data decides the bound its operator implies (``masked_select``:
+    the broadcast numel), so that memory can be planned for it and for what is computed from it."""
+    for module in graph_module.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            bound = _DATA_DEPENDENT_BOUNDS.get(node.target)
+            size = node.meta["val"].shape[0] if bound is not None else None
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                constrain_range(size, min=0, max=bound(node))
 
 
 def is_dynamic(tensor: torch.Tensor) -> bool:

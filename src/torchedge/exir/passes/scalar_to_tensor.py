@@ -5,7 +5,8 @@ constant folding then lifts the new node to a constant. Sizes known only at run 
 (``x + y.shape[1]`` under dynamic shapes) become a ``scalar_tensor`` of the size's value,
 which ExecuTorch's kernels need as well. A 0-d tensor ranks
 below dimensioned tensors in type promotion, exactly like the Python scalar it
-replaces; a float scalar takes the floating dtype the operator computes in.
+replaces; a float (complex) scalar takes the floating (complex) dtype the operator computes in.
+Complex scalars have no place in the format but as such constant tensors.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _DTYPES = {
     bool: torch.bool,
     int: torch.int64,
     float: torch.float64,
+    complex: torch.complex128,
     torch.SymBool: torch.bool,
     torch.SymInt: torch.int64,
     torch.SymFloat: torch.float64,
@@ -36,18 +38,16 @@ def _scalar_type(value) -> type | None:
 
 
 def _scalar_dtype(kind: type, node: torch.fx.Node) -> torch.dtype:
-    """A float scalar takes the floating dtype the operator computes in (its output, else a
-    floating input, else float64); ints and bools take int64 and bool."""
-    if kind not in (float, torch.SymFloat):
+    """A float (complex) scalar takes the floating (complex) dtype the operator computes in:
+    its output's, else a floating (complex) input's, else float64 (complex128); ints and
+    bools take int64 and bool."""
+    if kind not in (float, torch.SymFloat, complex):
         return _DTYPES[kind]
-    out = node.meta.get("val")
-    if isinstance(out, torch.Tensor) and out.dtype.is_floating_point:
-        return out.dtype
-    for arg in node.all_input_nodes:
-        val = arg.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.dtype.is_floating_point:
-            return val.dtype
-    return torch.float64
+    same_kind = torch.Tensor.is_complex if kind is complex else torch.Tensor.is_floating_point
+    for value in [node.meta.get("val"), *(arg.meta.get("val") for arg in node.all_input_nodes)]:
+        if isinstance(value, torch.Tensor) and same_kind(value):
+            return value.dtype
+    return _DTYPES[kind]
 
 
 class ScalarToTensorPass(PassBase):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from torchedge.kernels.dtypes import BOOL, is_floating, result_type
+from torchedge.kernels.dtypes import BOOL, category, is_floating, result_type
 from torchedge.kernels.portable.common import as_scalar, check, quiet, write
 from torchedge.kernels.portable.elementwise import FLOAT, SAME, binary, check_out, opmath_buffer, same_float, store
 from torchedge.kernels.portable.shape_rules import broadcast_inputs
@@ -100,7 +100,7 @@ def div_mode(self, other, rounding_mode, out):
 
 @register_kernel("aten::div.out", "aten::div.Scalar_out", shape=broadcast_inputs, inplace_safe=True)
 def div(self, other, out):
-    binary("aten::div.out", _ufunc2(np.true_divide), FLOAT, self, other, out)
+    binary("aten::div.out", _ufunc2(np.true_divide), FLOAT, self, other, out, kinds="bifc")
 
 
 @register_kernel("aten::atan2.out", shape=broadcast_inputs)
@@ -137,7 +137,7 @@ def _alpha_kernel(op: str, ufunc, kinds: str, reverse: bool = False):
             "subtraction with a bool operand is not supported (use logical_not to invert a mask)",
         )
         dtype = result_type(self, other)
-        if not is_floating(dtype):
+        if category(dtype) < 2:  # bool and integers
             check(
                 not isinstance(alpha, float),
                 op,
@@ -151,13 +151,13 @@ def _alpha_kernel(op: str, ufunc, kinds: str, reverse: bool = False):
 
 
 register_kernel("aten::add.out", "aten::add.Scalar_out", shape=broadcast_inputs, inplace_safe=True)(
-    _alpha_kernel("aten::add.out", np.add, "bif")
+    _alpha_kernel("aten::add.out", np.add, "bifc")
 )
 register_kernel("aten::sub.out", "aten::sub.Scalar_out", shape=broadcast_inputs, inplace_safe=True)(
-    _alpha_kernel("aten::sub.out", np.subtract, "if")
+    _alpha_kernel("aten::sub.out", np.subtract, "ifc")
 )
 register_kernel("aten::rsub.Scalar_out", shape=broadcast_inputs)(
-    _alpha_kernel("aten::rsub.Scalar_out", np.subtract, "if", reverse=True)
+    _alpha_kernel("aten::rsub.Scalar_out", np.subtract, "ifc", reverse=True)
 )
 
 
@@ -174,7 +174,7 @@ def _integer_power(a, b, out, dtype):
 
 
 def _power(a, b, out, dtype):
-    if is_floating(dtype):
+    if is_floating(dtype) or dtype.kind == "c":
         np.power(a, b, out=out, dtype=dtype, casting="unsafe")
     else:
         _integer_power(a, b, out, dtype)
@@ -250,7 +250,11 @@ def power(self, exponent, out):
     op = "aten::pow"
     if not isinstance(exponent, np.ndarray):
         dtype = result_type(self, exponent)
-        check(is_floating(dtype) or exponent >= 0, op, "integers to negative integer powers are not allowed")
+        check(
+            is_floating(dtype) or dtype.kind == "c" or exponent >= 0,
+            op,
+            "integers to negative integer powers are not allowed",
+        )
         if exponent in (0, 1):  # ATen fills ones or copies, for every dtype (bool included)
             check_out(op, dtype, out)
             write(out, np.ones((), dtype) if exponent == 0 else self.astype(dtype, copy=False))
@@ -268,12 +272,12 @@ def power(self, exponent, out):
                 fn(x, buf)
             store(out, buf, dtype)
             return
-    binary(op, _power, SAME, self, exponent, out, kinds="if")
+    binary(op, _power, SAME, self, exponent, out, kinds="ifc")
 
 
 # op names, ufunc, allowed kinds, whether correct with out aliasing self
 _BINARY = [
-    (("aten::mul.out", "aten::mul.Scalar_out"), np.multiply, "bif", True),
+    (("aten::mul.out", "aten::mul.Scalar_out"), np.multiply, "bifc", True),
     (("aten::minimum.out",), np.minimum, "bif", False),
     (("aten::maximum.out",), np.maximum, "bif", False),
     (("aten::bitwise_and.Tensor_out", "aten::bitwise_and.Scalar_out"), np.bitwise_and, "bi", False),

@@ -1,4 +1,4 @@
-"""Indexing by flat position or by count: ``put``, ``nonzero_static`` and
+"""Indexing by flat position or by count: ``take``, ``put``, ``nonzero_static`` and
 ``repeat_interleave`` (the repeats-only overload that ``repeat_interleave`` lowers to)."""
 
 from __future__ import annotations
@@ -10,7 +10,28 @@ from torchedge.kernels.dtypes import INT64
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["put", "nonzero_static", "repeat_interleave"]
+__all__ = ["take", "put", "nonzero_static", "repeat_interleave"]
+
+
+def _flat_positions(op: str, name: str, self, index) -> np.ndarray:
+    """``index`` (int64, negatives counting from the end) as positions into flattened ``self``."""
+    check(index.dtype == INT64, op, f"{name}(): Expected a long tensor for index, but got {index.dtype}")
+    numel = self.size
+    flat_index = index.reshape(-1)
+    if flat_index.size > 0:
+        check(numel > 0, op, f"{name}(): tried to index into an empty tensor")
+        low, high = int(flat_index.min()), int(flat_index.max())
+        if low < -numel or high >= numel:
+            bad = high if high >= numel else low
+            fail(op, f"out of range: tried to access index {bad} on a tensor of {numel} elements")
+    return np.where(flat_index < 0, flat_index + numel, flat_index)
+
+
+@register_kernel("aten::take.out", shape=lambda op, self, index, out: [index.shape])
+def take(self, index, out):
+    """The elements of flattened ``self`` at ``index``, in index's shape."""
+    positions = _flat_positions("aten::take.out", "take", self, index)
+    write(out, self.reshape(-1)[positions].reshape(index.shape))
 
 
 @register_kernel("aten::put.out", shape=lambda op, self, *rest: [self.shape])
@@ -18,7 +39,6 @@ def put(self, index, source, accumulate, out):
     """``self`` with the elements at flat positions ``index`` (negatives count from the end)
     replaced by, or with ``accumulate`` increased by, ``source``."""
     op = "aten::put.out"
-    check(index.dtype == INT64, op, f"put_(): Expected a long tensor for index, but got {index.dtype}")
     check(source.dtype == self.dtype, op, f"source dtype {source.dtype} must be self's dtype {self.dtype}")
     check(
         index.size == source.size,
@@ -26,16 +46,8 @@ def put(self, index, source, accumulate, out):
         f"put_(): Expected source and index to have the same number of elements, but got source.numel() = "
         f"{source.size}, index.numel() = {index.size}",
     )
-    numel = self.size
-    flat_index = index.reshape(-1)
-    if flat_index.size > 0:
-        check(numel > 0, op, "put_(): Tried to put elements into an empty tensor")
-        low, high = int(flat_index.min()), int(flat_index.max())
-        if low < -numel or high >= numel:
-            bad = high if high >= numel else low
-            fail(op, f"out of range: tried to access index {bad} on a tensor of {numel} elements")
+    positions = _flat_positions(op, "put_", self, index)
     flat = np.array(self).reshape(-1)
-    positions = np.where(flat_index < 0, flat_index + numel, flat_index)
     values = source.reshape(-1)
     if accumulate:
         with quiet():

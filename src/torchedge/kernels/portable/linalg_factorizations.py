@@ -28,6 +28,7 @@ __all__ = [
     "linalg_qr",
     "linalg_svd",
     "linalg_eigh",
+    "linalg_eig",
     "linalg_pinv",
     "linalg_matrix_exp",
     "linalg_householder_product",
@@ -182,6 +183,24 @@ def linalg_eigh(A, UPLO, compute_v, eigenvalues, eigenvectors):
     w, v = _numpy_linalg(op, np.linalg.eigh, a, UPLO=UPLO)
     write_result(eigenvalues, w)
     write_result(eigenvectors, v * _positive_columns(v)[..., None, :])
+
+
+def _eig_shapes(op: str, A, eigenvalues, eigenvectors) -> list[tuple]:
+    check_square(op, "A", A)
+    return [A.shape[:-1], A.shape]
+
+
+@register_kernel("aten::linalg_eig.out", shape=_eig_shapes)
+def linalg_eig(A, eigenvalues, eigenvectors):
+    """Eigenvalues and right eigenvectors of a general real matrix, complex (LAPACK's geev, as
+    eager: each vector of unit norm with its largest component real, in geev's order)."""
+    op = "aten::linalg_eig.out"
+    _eig_shapes(op, A, eigenvalues, eigenvectors)
+    if A.size == 0:
+        return
+    w, v = _numpy_linalg(op, np.linalg.eig, A.astype(np.float64))
+    write_result(eigenvalues, w)
+    write_result(eigenvectors, v)
 
 
 def _pinv_shape(op: str, self, atol, rtol, hermitian, out) -> list[tuple]:

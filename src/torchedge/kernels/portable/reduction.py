@@ -194,14 +194,21 @@ def prod_dim(self, dim, keepdim, dtype, out):
 
 def _variance(op, self, dim, correction, keepdim, out, root: bool) -> None:
     """Two-pass variance over ``dim`` (None or [] is every dim), divided by
-    ``max(0, n - correction)``: too few elements give inf (or nan for 0/0), as in ATen."""
-    check(is_floating(self.dtype), op, f"std and var only support floating point dtypes, got {self.dtype}")
+    ``max(0, n - correction)``: too few elements give inf (or nan for 0/0), as in ATen.
+    Of a complex tensor, the mean squared magnitude of the deviations, in the parts' dtype."""
+    complex_input = self.dtype.kind == "c"
+    check(
+        is_floating(self.dtype) or complex_input,
+        op,
+        f"std and var only support floating point and complex dtypes, got {self.dtype}",
+    )
     axes = wrap_dims(dim, self.ndim, op)
     n = int(np.prod([self.shape[a] for a in axes]))
     x = self.astype(accumulate_dtype(self.dtype), copy=False)
     with quiet():
         deviation = x - x.mean(axis=axes, keepdims=True)
-        result = np.sum(deviation * deviation, axis=axes, keepdims=keepdim) / x.dtype.type(max(0.0, n - correction))
+        squares = np.abs(deviation) ** 2 if complex_input else deviation * deviation
+        result = np.sum(squares, axis=axes, keepdims=keepdim) / squares.dtype.type(max(0.0, n - correction))
         write(out, np.sqrt(result) if root else result)
 
 

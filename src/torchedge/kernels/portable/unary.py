@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, is_floating
-from torchedge.kernels.portable.common import quiet, write
+from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.portable.elementwise import (
     FAST_FLOATS,
     FLOAT,
@@ -26,7 +26,7 @@ from torchedge.kernels.portable.shape_rules import broadcast_inputs
 from torchedge.kernels.portable.special import erf, erfinv
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["unary_kernel", "round_decimals", "logical_not"]
+__all__ = ["unary_kernel", "abs_", "round_decimals", "logical_not"]
 
 
 def _rsqrt(x, buf):
@@ -73,40 +73,39 @@ def _sign(x, buf):
 # multi-step computations that read x only in their first step: their buffer may be x's memory
 _READS_INPUT_ONCE = {_rsqrt, _sigmoid, _erf, _erfinv}
 
-# op name, computation (a ufunc, or fn(x, buffer) for several steps), promotion rule, allowed kinds (b, i, f),
+# op name, computation (a ufunc, or fn(x, buffer) for several steps), promotion rule, allowed kinds (b, i, f, c),
 # whether the kernel is correct with out aliasing self (`OpTraits.inplace_safe`)
 _UNARY = [
-    ("aten::neg.out", np.negative, SAME, "if", True),
-    ("aten::abs.out", np.absolute, SAME, "if", True),
+    ("aten::neg.out", np.negative, SAME, "ifc", True),
     ("aten::sign.out", _sign, SAME, "bif", False),
     ("aten::ceil.out", _whole(np.ceil), SAME, "if", False),
     ("aten::floor.out", _whole(np.floor), SAME, "if", False),
     ("aten::round.out", _whole(np.rint), SAME, "if", False),  # half to even, like std::nearbyint
     ("aten::trunc.out", _whole(np.trunc), SAME, "if", False),
     ("aten::bitwise_not.out", np.invert, SAME, "bi", False),
-    ("aten::sqrt.out", np.sqrt, FLOAT, "bif", True),
-    ("aten::rsqrt.out", _rsqrt, FLOAT, "bif", True),
-    ("aten::reciprocal.out", np.reciprocal, FLOAT, "bif", False),
-    ("aten::exp.out", np.exp, FLOAT, "bif", True),
+    ("aten::sqrt.out", np.sqrt, FLOAT, "bifc", True),
+    ("aten::rsqrt.out", _rsqrt, FLOAT, "bifc", True),
+    ("aten::reciprocal.out", np.reciprocal, FLOAT, "bifc", False),
+    ("aten::exp.out", np.exp, FLOAT, "bifc", True),
     ("aten::exp2.out", np.exp2, FLOAT, "bif", False),
-    ("aten::expm1.out", np.expm1, FLOAT, "bif", False),
-    ("aten::log.out", np.log, FLOAT, "bif", False),
-    ("aten::log2.out", np.log2, FLOAT, "bif", False),
-    ("aten::log10.out", np.log10, FLOAT, "bif", False),
-    ("aten::log1p.out", np.log1p, FLOAT, "bif", False),
-    ("aten::sin.out", np.sin, FLOAT, "bif", False),
-    ("aten::cos.out", np.cos, FLOAT, "bif", False),
-    ("aten::tan.out", np.tan, FLOAT, "bif", False),
-    ("aten::asin.out", np.arcsin, FLOAT, "bif", False),
-    ("aten::acos.out", np.arccos, FLOAT, "bif", False),
-    ("aten::atan.out", np.arctan, FLOAT, "bif", False),
-    ("aten::sinh.out", np.sinh, FLOAT, "bif", False),
-    ("aten::cosh.out", np.cosh, FLOAT, "bif", False),
-    ("aten::tanh.out", np.tanh, FLOAT, "bif", True),
-    ("aten::asinh.out", np.arcsinh, FLOAT, "bif", False),
-    ("aten::acosh.out", np.arccosh, FLOAT, "bif", False),
-    ("aten::atanh.out", np.arctanh, FLOAT, "bif", False),
-    ("aten::sigmoid.out", _sigmoid, FLOAT, "bif", True),
+    ("aten::expm1.out", np.expm1, FLOAT, "bifc", False),
+    ("aten::log.out", np.log, FLOAT, "bifc", False),
+    ("aten::log2.out", np.log2, FLOAT, "bifc", False),
+    ("aten::log10.out", np.log10, FLOAT, "bifc", False),
+    ("aten::log1p.out", np.log1p, FLOAT, "bifc", False),
+    ("aten::sin.out", np.sin, FLOAT, "bifc", False),
+    ("aten::cos.out", np.cos, FLOAT, "bifc", False),
+    ("aten::tan.out", np.tan, FLOAT, "bifc", False),
+    ("aten::asin.out", np.arcsin, FLOAT, "bifc", False),
+    ("aten::acos.out", np.arccos, FLOAT, "bifc", False),
+    ("aten::atan.out", np.arctan, FLOAT, "bifc", False),
+    ("aten::sinh.out", np.sinh, FLOAT, "bifc", False),
+    ("aten::cosh.out", np.cosh, FLOAT, "bifc", False),
+    ("aten::tanh.out", np.tanh, FLOAT, "bifc", True),
+    ("aten::asinh.out", np.arcsinh, FLOAT, "bifc", False),
+    ("aten::acosh.out", np.arccosh, FLOAT, "bifc", False),
+    ("aten::atanh.out", np.arctanh, FLOAT, "bifc", False),
+    ("aten::sigmoid.out", _sigmoid, FLOAT, "bifc", True),
     ("aten::erf.out", _erf, FLOAT, "bif", False),
     ("aten::erfinv.out", _erfinv, FLOAT, "bif", False),
 ]
@@ -153,6 +152,22 @@ def unary_kernel(op: str, fn, rule: str, kinds: str):
 
 for _op, _fn, _rule, _kinds, _inplace_safe in _UNARY:
     register_kernel(_op, shape=broadcast_inputs, inplace_safe=_inplace_safe)(unary_kernel(_op, _fn, _rule, _kinds))
+
+
+_real_abs = unary_kernel("aten::abs.out", np.absolute, SAME, "if")
+
+
+@register_kernel("aten::abs.out", shape=broadcast_inputs, inplace_safe=True)
+def abs_(self, out):
+    """Magnitudes; of a complex tensor, in the real dtype of its parts (as ATen returns them)."""
+    if self.dtype.kind != "c":
+        _real_abs(self, out)
+        return
+    real = np.finfo(self.dtype).dtype
+    check(
+        out.dtype == real, "aten::abs.out", f"expected out to have dtype {real} (of the input's parts), got {out.dtype}"
+    )
+    np.absolute(self, out=out)
 
 
 @register_kernel("aten::round.decimals_out", shape=broadcast_inputs)
