@@ -248,3 +248,32 @@ def test_masked_select_sizes_are_bounded_for_planning():
     method = Runtime.get().load_program(program.buffer).load_method()
     for value in [x, -x, torch.tensor([1.0, 2.0]), torch.tensor([-1.0, -2.0])]:
         _assert_all_close(method.execute([value.numpy()]), torch_outputs(Combinations(), (value,)))
+
+
+class Histogram(torch.nn.Module):
+    """``bincount``'s length is the largest value plus one: no bound, so its memory and that of
+    everything computed from it is allocated at run time."""
+
+    def forward(self, x):
+        counts = torch.bincount(x)
+        return counts, counts.float() * 2 + 1, counts.sum(), counts[1:].view(-1, 1).expand(-1, 2)
+
+
+def test_unbounded_data_dependent_sizes_are_allocated_at_run_time():
+    x = torch.tensor([1, 3, 3, 0, 7])
+    program = to_edge(torch.export.export(Histogram(), (x,))).to_executorch()
+    tensors = [v.val for v in deserialize_pte(program.buffer).program.execution_plan[0].values]
+    unbound = [t for t in tensors if getattr(t, "shape_dynamism", None) == TensorShapeDynamism.DYNAMIC_UNBOUND]
+    assert unbound and all(t.allocation_info is None for t in unbound)
+    method = Runtime.get().load_program(program.buffer).load_method()
+    for value in [
+        x,
+        torch.tensor([2, 2, 2, 2, 2]),
+        torch.tensor([40, 0, 40, 0, 1]),
+        torch.zeros(5, dtype=torch.int64),
+        x,
+    ]:
+        got, expected = method.execute([value.numpy()]), torch_outputs(Histogram(), (value,))
+        assert [g.shape for g in got] == [e.shape for e in expected]
+        for g, e in zip(got, expected):
+            np.testing.assert_array_equal(g, e)

@@ -43,13 +43,6 @@ XFAIL: dict[tuple[str, torch.dtype | None], str] = {
         for dtype in (torch.float16, torch.bfloat16)
     },
     ("aten::_upsample_bilinear2d_aa", torch.uint8): "uint8 antialiased resize is not implemented (a typed error)",
-    **{
-        (
-            "aten::kthvalue",
-            dtype,
-        ): "eager picks the index among equal values by quickselect order; ours is the stable one"
-        for dtype in (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
-    },
     ("aten::polygamma", torch.float64): "eager's float64 trigamma is off by up to 5e-10 (ours agrees with mpmath)",
     **{
         ("aten::polygamma", dtype): "at negative-integer poles eager returns a rounding-dependent finite value"

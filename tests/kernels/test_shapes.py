@@ -115,6 +115,9 @@ def _extra_calls() -> list:
         _call(aten.view_as_complex_copy.default, x4[..., :2].contiguous()),
         _call(aten.linalg_eig.default, torch.randn(2, 3, 3)),
         _call(aten.take.default, torch.randn(3, 4), torch.tensor([[0, -1], [5, 11]])),
+        _call(aten.hash_tensor.default, torch.randn(3, 4), [1]),
+        _call(aten.hash_tensor.default, torch.randint(-5, 5, (2, 3, 4)), [0, 2], keepdim=True),
+        _call(aten.hash_tensor.default, torch.randn(2, 3)),
         _call(aten._native_batch_norm_legit.no_stats, x, None, None, True, 0.1, 1e-5),
         _call(
             aten._native_batch_norm_legit_no_training.default, x, None, None, torch.zeros(3), torch.ones(3), 0.1, 1e-5

@@ -343,13 +343,13 @@ def _run_one(info, sample) -> tuple[str, str, str, str]:
         return "runtime_error", _operator_named(e), _short(e), note
     # the program returns the inputs it mutates (x.uniform_()) before the module's own outputs
     kinds = [spec.kind for spec in edge.exported_program().graph_signature.output_specs]
-    outputs = list(outputs)[kinds.count(OutputKind.USER_INPUT_MUTATION) :]
+    returned = tuple(map(_tensor, list(outputs)[kinds.count(OutputKind.USER_INPUT_MUTATION) :]))
     gauge = sample.output_process_fn_grad if info.name in _UP_TO_PHASE else tuple
-    expected, outputs = gauge(tuple(expected)), gauge(tuple(map(_tensor, outputs)))
-    outcome, message = _compare(list(outputs), expected, values=not random)
+    expected, got = gauge(tuple(expected)), list(gauge(returned))
+    outcome, message = _compare(got, expected, values=not random)
     if outcome == "wrong_result":
         exact = _in_float64(module, tensors)
-        outcome, message = _compare(list(outputs), expected, True, exact and gauge(tuple(exact)))
+        outcome, message = _compare(got, expected, True, exact and gauge(tuple(exact)))
         note = note or ("as close to the float64 result as eager's" if outcome == "pass" else "")
     return outcome, "", message, note
 

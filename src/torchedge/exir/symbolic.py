@@ -24,6 +24,7 @@ __all__ = [
     "SYM_OPS",
     "upper_bound",
     "upper_bound_shape",
+    "is_unbounded",
     "bound_data_dependent_sizes",
     "is_dynamic",
     "decided",
@@ -57,19 +58,31 @@ SYM_OPS: dict = {
 }
 
 
-def upper_bound(size, what: str = "a dimension") -> int:
-    """The largest value a (possibly symbolic) size can take; an error if it has none."""
+def _bound(size) -> int | None:
+    """The largest value a (possibly symbolic) size can take, None if it has no bound."""
     if not isinstance(size, torch.SymInt):
         return int(size)
-    node = size.node
-    bound = node.shape_env.bound_sympy(node.expr).upper
+    bound = size.node.shape_env.bound_sympy(size.node.expr).upper
     # a concrete integer, not sympy's oo nor torch's int_oo (sometimes given as sys.maxsize - 1)
-    if not bound.is_Integer or int(bound) >= sys.maxsize - 1:
+    return int(bound) if bound.is_Integer and int(bound) < sys.maxsize - 1 else None
+
+
+def is_unbounded(shape) -> bool:
+    """Whether some dimension of ``shape`` has no upper bound (a size only the data decides,
+    as ``bincount``'s): such a tensor gets its memory at run time (DYNAMIC_UNBOUND)."""
+    return any(_bound(s) is None for s in shape)
+
+
+def upper_bound(size, what: str = "a dimension") -> int:
+    """The largest value a (possibly symbolic) size can take; an error if it has none."""
+    bound = _bound(size)
+    if bound is None:
+        node = size.node
         raise ExportError(
             f"{what} has the unbounded size {node.expr}: memory is planned for the largest "
             f"size, so give the dimension a maximum, e.g. torch.export.Dim('n', max=1024)"
         )
-    return int(bound)
+    return bound
 
 
 def upper_bound_shape(shape, what: str = "a tensor") -> tuple[int, ...]:
@@ -95,7 +108,9 @@ def bound_data_dependent_sizes(graph_module: torch.fx.GraphModule) -> None:
             continue
         for node in module.graph.nodes:
             bound = _DATA_DEPENDENT_BOUNDS.get(node.target)
-            size = node.meta["val"].shape[0] if bound is not None else None
+            if bound is None:
+                continue
+            size = node.meta["val"].shape[0]
             if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
                 constrain_range(size, min=0, max=bound(node))
 

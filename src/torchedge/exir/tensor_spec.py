@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchedge.exir.symbolic import decided, is_dynamic, upper_bound_shape
+from torchedge.exir.symbolic import decided, is_dynamic, is_unbounded, upper_bound, upper_bound_shape
 
 __all__ = ["TensorSpec", "describable_by_dim_order"]
 
@@ -33,6 +33,9 @@ class TensorSpec:
     base: TensorSpec | None = None  # set for views: they own no bytes and share the base's
     dynamic: bool = False  # some dimension is symbolic: ``shape`` holds upper bounds (DYNAMIC_BOUND)
     state: str | None = None  # a mutable buffer's name: its bytes persist across runs, so nothing else reuses them
+    # some dimension has no upper bound (only the data decides it): no planned memory, the runtime
+    # allocates it (DYNAMIC_UNBOUND); ``shape`` holds 0 for such dimensions
+    unbounded: bool = False
 
     def placement_owner(self) -> TensorSpec:
         """The spec whose bytes this tensor lives in (itself, or the root of a view chain)."""
@@ -40,7 +43,10 @@ class TensorSpec:
 
     @classmethod
     def from_tensor(cls, t: torch.Tensor, const: bool = False) -> TensorSpec:
-        """The spec of ``t``; symbolic dimensions take their upper bound."""
+        """The spec of ``t``; symbolic dimensions take their upper bound (0 where they have none)."""
+        if is_unbounded(t.shape):
+            shape = tuple(0 if is_unbounded([s]) else upper_bound(s) for s in t.shape)
+            return cls(shape, t.dtype, _dim_order_of(t), const=const, dynamic=True, unbounded=True)
         return cls(upper_bound_shape(t.shape), t.dtype, _dim_order_of(t), const=const, dynamic=is_dynamic(t))
 
     @property

@@ -49,6 +49,8 @@ class ValueTable:
         self.values: list = [None] * len(self.schema)
         # DYNAMIC_BOUND planned tensors: the memory of their upper-bound shape, to resize within.
         self.capacity: dict[int, tuple] = {}
+        # DYNAMIC_UNBOUND tensors without planned memory: (dtype, dim_order), allocated when resized.
+        self.unbounded: dict[int, tuple] = {}
         self._dependents: dict[int, list[int]] = {}
         for i, val in enumerate(self.schema):
             if not isinstance(val, LIST_TYPES):
@@ -75,6 +77,12 @@ class ValueTable:
         current = self.values[index]
         if current is not None and current.shape == shape:
             return False
+        if index in self.unbounded:
+            dtype, dim_order = self.unbounded[index]
+            self._check_rank(index, shape, dim_order)
+            buffer = np.empty(math.prod(shape) * dtype.itemsize, np.uint8)
+            self.set(index, view_of(buffer, 0, dtype, shape, dim_order, self._where(index)))
+            return True
         buffer, offset, dtype, bound, dim_order = self.capacity[index]
         if len(shape) != len(bound) or math.prod(shape) > math.prod(bound):
             raise KernelError(
@@ -84,8 +92,12 @@ class ValueTable:
         self.set(index, view_of(buffer, offset, dtype, shape, dim_order, self._where(index)))
         return True
 
+    def _check_rank(self, index: int, shape: tuple[int, ...], dim_order) -> None:
+        if len(shape) != len(dim_order):
+            raise KernelError(f"{self._where(index)}: shape {list(shape)} is not of the tensor's rank {len(dim_order)}")
+
     def is_dynamic(self, index: int) -> bool:
-        return index in self.capacity
+        return index in self.capacity or index in self.unbounded
 
     def is_unallocated_tensor(self, index: int) -> bool:
         return isinstance(self.schema[index], Tensor) and self.values[index] is None
@@ -150,4 +162,6 @@ class ValueTable:
             return array
         if t.data_buffer_idx > 0:
             return view_of(pte.constant_data(t.data_buffer_idx), 0, dtype, sizes, dim_order, where)
-        return None  # memory supplied by the caller at execute time
+        if t.shape_dynamism == TensorShapeDynamism.DYNAMIC_UNBOUND:
+            self.unbounded[index] = (dtype, dim_order or list(range(len(sizes))))
+        return None  # memory supplied by the caller at execute time, or allocated by the run

@@ -69,6 +69,8 @@ DTYPE_NAMES = {
         ScalarType.FLOAT,
         ScalarType.DOUBLE,
         ScalarType.UINT16,
+        ScalarType.UINT32,
+        ScalarType.UINT64,
         ScalarType.COMPLEX64,
         ScalarType.COMPLEX128,
     )

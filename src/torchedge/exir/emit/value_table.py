@@ -112,7 +112,10 @@ class ValueTable:
             tensor = tensor_schema(scalar_type(spec.dtype), spec.shape, spec.dim_order)
             tensor.allocation_info = allocation
             if spec.dynamic:
-                tensor.shape_dynamism = TensorShapeDynamism.DYNAMIC_BOUND
+                unbounded = spec.unbounded
+                tensor.shape_dynamism = (
+                    TensorShapeDynamism.DYNAMIC_UNBOUND if unbounded else TensorShapeDynamism.DYNAMIC_BOUND
+                )
             index = self.add(EValue(val=tensor))
             self._spec_values[id(spec)] = index
         return index

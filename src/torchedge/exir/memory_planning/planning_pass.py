@@ -193,7 +193,7 @@ def planned_specs(graph_module: torch.fx.GraphModule, skip: Set[int] = frozenset
         if is_control_flow(node):  # what its sub-graphs hold lives while the call runs
             node_specs += _sub_graph_specs(node)
         for spec in (s.placement_owner() for s in node_specs):
-            if spec.const or id(spec) in skip:
+            if spec.const or spec.unbounded or id(spec) in skip:
                 continue
             if id(spec) not in specs:
                 specs[id(spec)] = spec

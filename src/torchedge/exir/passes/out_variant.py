@@ -20,7 +20,7 @@ from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.mutable_state import OUT_TO
 from torchedge.exir.source import describe_node
-from torchedge.exir.symbolic import is_scalar_call, upper_bound_shape
+from torchedge.exir.symbolic import is_scalar_call, is_unbounded, upper_bound
 
 __all__ = ["OutVariantPass"]
 
@@ -65,10 +65,8 @@ class OutVariantPass(PassBase):
         buffers = []
         with graph.inserting_before(node):
             for val in _outputs_of(node):
-                try:
-                    shape = upper_bound_shape(val.shape, "an output")
-                except ExportError as e:
-                    raise ExportError(f"{e} {describe_node(node)}") from None
+                # a size with no bound gets its memory at run time (see `TensorSpec.unbounded`)
+                shape = tuple(0 if is_unbounded([s]) else upper_bound(s) for s in val.shape)
                 buffer = graph.call_function(alloc, (shape, val.dtype))
                 buffer.meta["val"] = val
                 inherit_debug_info(buffer, node)

@@ -1,5 +1,5 @@
-"""Counting into bins: ``histc``, ``histogram`` (bin edges given, or a bin count and range)
-and ``bincount``.
+"""Counting into bins: ``histc``, ``histogram`` (bin edges given, or a bin count and range),
+``histogramdd`` (the same per dim of the points' last axis) and ``bincount``.
 
 As in ATen, evenly spaced edges are ATen's ``linspace`` in the input dtype; ``histc`` places
 a value by linear interpolation over the range, ``histogram`` with a bin count corrects that
@@ -20,7 +20,16 @@ from torchedge.kernels.portable.bucketing import binary_search
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["linspace_edges", "histc", "histogram_bins", "histogram_count", "bincount"]
+__all__ = [
+    "linspace_edges",
+    "histc",
+    "histogram_bins",
+    "histogram_count",
+    "bincount",
+    "histogramdd_bin_edges",
+    "histogramdd_from_bin_cts",
+    "histogramdd_from_bin_tensors",
+]
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -212,3 +221,134 @@ def bincount(self, weights, minlength, out):
     result = allocate_output((length,), dtype)
     write(result, counts)
     return result
+
+
+# -- histogramdd: the last dim of ``self`` holds each point's D coordinates ------------------
+
+
+def _points(op: str, self, bin_dims: int, weight):
+    """``self`` as (points, D) after ATen's checks, and the weights as (points,) or None."""
+    _check_float(op, self)
+    check(self.ndim >= 2, op, f"input tensor should have at least 2 dimensions, but got {self.ndim}")
+    d = self.shape[-1]
+    check(bin_dims == d, op, f"expected {d} sequences of bins for a {d}-dimensional histogram, but got {bin_dims}")
+    if weight is not None:
+        check(weight.dtype == self.dtype, op, f"weight dtype {weight.dtype} must be the input's dtype {self.dtype}")
+        want = list(self.shape[:-1])
+        check(
+            list(weight.shape or (1,)) == want,
+            op,
+            f"weight shape {list(weight.shape)} must be the input's shape without its last dim {want}",
+        )
+        weight = weight.reshape(-1)
+    return self.reshape(-1, d), weight
+
+
+def _outer_edges(op: str, points, limits) -> list[tuple[float, float]]:
+    """Each dim's (first, last) edge: ``limits`` (the ``range`` argument), else the data's min
+    and max ([0, 1] without data), an empty range widened by 0.5 each way."""
+    d = points.shape[1]
+    if limits is not None:
+        check(len(limits) == 2 * d, op, f"for a {d}-dimensional histogram range should have {2 * d} elements")
+        pairs = [(float(limits[2 * i]), float(limits[2 * i + 1])) for i in range(d)]
+    elif points.shape[0] > 0:
+        pairs = list(zip(points.min(0).tolist(), points.max(0).tolist()))
+    else:
+        pairs = [(0.0, 1.0)] * d
+    widened = []
+    for i, (left, right) in enumerate(pairs):
+        check(
+            math.isfinite(left) and math.isfinite(right), op, f"dimension {i}'s range [{left}, {right}] is not finite"
+        )
+        check(left <= right, op, f"min should not exceed max, but got min {left} max {right} for dimension {i}")
+        widened.append((left - 0.5, right + 0.5) if left == right else (left, right))
+    return widened
+
+
+def _count_edges(op: str, points, bins, limits) -> list[np.ndarray]:
+    for i, count in enumerate(bins):
+        check(count > 0, op, f"bins must be > 0, but got {count} for dimension {i}")
+    outer = _outer_edges(op, points, limits)
+    return [linspace_edges(left, right, count + 1, points.dtype) for (left, right), count in zip(outer, bins)]
+
+
+def _histogramdd(op: str, points, weight, edges, density: bool, evenly_spaced: bool, hist) -> None:
+    """Count (or sum the weights of) the points into the D-dimensional grid of ``edges``;
+    a point outside any dim's edges (or nan) is not counted. Evenly spaced edges place a
+    value by ATen's linear guess corrected against the neighbouring edges, others by binary
+    search."""
+    keep = np.ones(points.shape[0], bool)
+    flat = np.zeros(points.shape[0], INT64)
+    for i, dim_edges in enumerate(edges):
+        values = np.ascontiguousarray(points[:, i])
+        bins = dim_edges.size - 1
+        if not evenly_spaced:
+            with quiet():
+                inside = (values >= dim_edges[0]) & (values <= dim_edges[-1])
+            pos = binary_search(dim_edges.reshape(1, -1), values.reshape(1, -1), right=True).reshape(-1) - 1
+            pos = np.clip(pos, 0, max(bins - 1, 0))
+        else:
+            pos, inside = _linear_positions(values, dim_edges, local_search=True)
+        keep &= inside
+        flat = flat * max(bins, 1) + pos
+    size = math.prod(e.size - 1 for e in edges)
+    result = _accumulate(op, None, weight, flat, keep, size, points.dtype).reshape(hist.shape)
+    if density:
+        with quiet():
+            result = result / result.sum(dtype=result.dtype)
+            for i, dim_edges in enumerate(edges):
+                shape = [1] * len(edges)
+                shape[i] = dim_edges.size - 1
+                result = result / np.diff(dim_edges).reshape(shape)
+    write(hist, result)
+
+
+def _dd_edges_shapes(op: str, self, bins, range, weight, density, *out) -> list[tuple]:
+    for i, count in enumerate(bins):
+        check(count > 0, op, f"bins must be > 0, but got {count} for dimension {i}")
+    return [(count + 1,) for count in bins]
+
+
+def _dd_counts_shape(op: str, self, bins, range, weight, density, out) -> list[tuple]:
+    _dd_edges_shapes(op, self, bins, range, weight, density)  # the bin counts' check
+    return [tuple(bins)]
+
+
+@register_kernel("aten::_histogramdd_bin_edges.out", shape=_dd_edges_shapes)
+def histogramdd_bin_edges(self, bins, range, weight, density, out):
+    """Each dim's evenly spaced edges (ATen's linspace in the input dtype)."""
+    op = "aten::_histogramdd_bin_edges.out"
+    points, _ = _points(op, self, len(bins), weight)
+    check(len(out) == len(bins), op, f"expected {len(bins)} output tensors, got {len(out)}")
+    for target, dim_edges in zip(out, _count_edges(op, points, bins, range)):
+        write(target, dim_edges)
+
+
+@register_kernel("aten::_histogramdd_from_bin_cts.out", shape=_dd_counts_shape)
+def histogramdd_from_bin_cts(self, bins, range, weight, density, out):
+    """The histogram over evenly spaced edges: ATen's linear guess, corrected against the
+    neighbouring edges; the last bin of each dim includes its right edge."""
+    op = "aten::_histogramdd_from_bin_cts.out"
+    points, weight = _points(op, self, len(bins), weight)
+    edges = _count_edges(op, points, bins, range)
+    _histogramdd(op, points, weight, edges, density, True, out)
+
+
+def _dd_tensor_shapes(op: str, self, bins, weight, density, out) -> list[tuple]:
+    return [tuple(max(b.shape[0] - 1, 0) if b.ndim == 1 else 0 for b in bins)]
+
+
+@register_kernel("aten::_histogramdd_from_bin_tensors.out", shape=_dd_tensor_shapes)
+def histogramdd_from_bin_tensors(self, bins, weight, density, out):
+    """The histogram over given edges (binary search); the last bin includes its right edge."""
+    op = "aten::_histogramdd_from_bin_tensors.out"
+    points, weight = _points(op, self, len(bins), weight)
+    for i, dim_edges in enumerate(bins):
+        check(
+            dim_edges.dtype == self.dtype,
+            op,
+            f"bins tensor for dimension {i} has dtype {dim_edges.dtype}, expected the input's {self.dtype}",
+        )
+        check(dim_edges.ndim == 1, op, f"bins tensor should have one dimension, but got {dim_edges.ndim} for {i}")
+        check(dim_edges.size > 1, op, f"bins must be > 0, but got {dim_edges.size - 1} for dimension {i}")
+    _histogramdd(op, points, weight, [np.asarray(b) for b in bins], density, False, out)

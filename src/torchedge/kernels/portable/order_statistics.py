@@ -3,10 +3,10 @@ and std_mean.
 
 nan counts as larger than every number. median gives the lower of the two middle values,
 and nan (the first nan's index) for a slice holding one; nanmedian passes nans over (nan
-for an all-nan slice). Among equal values, median, nanmedian and kthvalue report the index
-that a stable ascending sort puts at the chosen rank (eager's median does the same; eager's
-kthvalue picks by quickselect, so its index among ties may differ), and mode reports the
-smallest most frequent value and the last index holding it.
+for an all-nan slice). Among equal values, median and nanmedian report the index that a
+stable ascending sort puts at the chosen rank (as eager's median does), kthvalue the index
+that eager's quickselect leaves there, and mode reports the smallest most frequent value and
+the last index holding it.
 """
 
 from __future__ import annotations
@@ -119,15 +119,70 @@ nanmedian_dim = register_kernel("aten::nanmedian.dim_values", shape=_values_and_
 )
 
 
+def _greater_or_nan(x, y) -> bool:
+    return (x != x and y == y) or x > y  # nan is larger than every number
+
+
+def _quick_select(row: list, k: int) -> int:
+    """The index ATen's CPU kthvalue reports: its quickselect (median-of-three pivot, Hoare
+    partition, nan largest) over a copy of the row with its indices, run as written."""
+    a, p = row, list(range(len(row)))
+
+    def swap(i: int, j: int) -> None:
+        a[i], a[j] = a[j], a[i]
+        p[i], p[j] = p[j], p[i]
+
+    low, high = 0, len(a) - 1
+    while high > low:
+        if high == low + 1:
+            if _greater_or_nan(a[low], a[high]):
+                swap(low, high)
+            break
+        swap((low + high) >> 1, low + 1)
+        if _greater_or_nan(a[low + 1], a[high]):
+            swap(low + 1, high)
+        if _greater_or_nan(a[low], a[high]):
+            swap(low, high)
+        if _greater_or_nan(a[low + 1], a[low]):
+            swap(low + 1, low)
+        i, j, pivot = low + 1, high, a[low]
+        while True:
+            i += 1
+            while _greater_or_nan(pivot, a[i]):
+                i += 1
+            j -= 1
+            while _greater_or_nan(a[j], pivot):
+                j -= 1
+            if j < i:
+                break
+            swap(i, j)
+        swap(low, j)
+        if j <= k:
+            low = i
+        if j >= k:
+            high = j - 1
+    return p[k]
+
+
 @register_kernel("aten::kthvalue.values", shape=_kth_shape)
 def kthvalue(self, k, dim, keepdim, values, indices):
+    """The k-th smallest value (nan largest). A value unique in its row has one index; among
+    equal values the index is the one eager's quickselect leaves at rank k, so only rows
+    where the k-th value has a tie run that quickselect."""
     op = "aten::kthvalue.values"
     size = self.shape[wrap_dim(dim, self.ndim, op)] if self.ndim else 1
     check(1 <= k <= size, op, f"selected number k ({k}) out of range for dimension {dim} of size {size}")
     x, axis = _along(op, self, dim, values, indices)
     if x is None or x.size == 0:
         return
-    picked = np.argsort(x, axis=-1, kind="stable")[:, k - 1]
+    order = np.argsort(x, axis=-1, kind="stable")
+    picked = order[:, k - 1].copy()
+    ranked = np.take_along_axis(x, order, axis=-1)
+    chosen = ranked[:, k - 1 : k]
+    with quiet():
+        same = (ranked == chosen) | (np.isnan(ranked) & np.isnan(chosen) if category(x.dtype) == 2 else False)
+    for r in np.flatnonzero(same.sum(-1) > 1):
+        picked[r] = _quick_select(x[r].tolist(), k - 1)
     _write_picked(self, axis, keepdim, picked, values, indices)
 
 
