@@ -45,7 +45,7 @@ class NestedPteRuntime(BackendInterface):
         self.seen_specs = []
         self.executions = 0
 
-    def init(self, processed, compile_specs):
+    def init(self, processed, compile_specs, named_data):
         self.seen_specs.append(dict(compile_specs))
         return Runtime.get().load_program(bytes(processed)).load_method("forward")
 

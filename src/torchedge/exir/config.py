@@ -42,6 +42,9 @@ class ExecutorchBackendConfig:
       ``copy_`` of the whole buffer after the graph.
     fuse_kernels: fuse conv + batch norm + activation and attention into torchedge-private
       kernels (torchedge's runtime only; kernel_set must be None).
+    external_constants: keep every constant tensor out of the `.pte`, by its fully qualified
+      name, for a `.ptd` file (`ExecutorchProgramManager.write_tensor_data_to_file`), as
+      ExecuTorch does; load the program with ``data_path=`` that file.
     """
 
     passes: list[Callable] = field(default_factory=list)
@@ -56,3 +59,4 @@ class ExecutorchBackendConfig:
     emit_mutable_buffer_names: bool = False
     run_reinplace_pass: bool = True
     fuse_kernels: bool = False
+    external_constants: bool = False

@@ -19,6 +19,7 @@ from torchedge.errors import ExportError
 from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
+from torchedge.exir.emit.constants import ExternalConstants
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.passes import run_passes
 from torchedge.exir.passes.mutable_state import mutable_buffers
@@ -26,6 +27,7 @@ from torchedge.exir.pipeline import EDGE_STAGES, EXECUTORCH_STAGES, MethodState,
 from torchedge.exir.verification import verify_edge
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
+from torchedge.serialize.ptd import TensorLayout, write_ptd
 
 __all__ = [
     "to_edge",
@@ -33,7 +35,11 @@ __all__ = [
     "EdgeProgramManager",
     "ExecutorchProgramManager",
     "MethodPlanSummary",
+    "EXTERNAL_CONSTANTS_FILE",
 ]
+
+# The file ExecuTorch names for the constants it keeps outside the program.
+EXTERNAL_CONSTANTS_FILE = "_default_external_constant.ptd"
 
 
 def _as_method_dict(programs) -> dict[str, ExportedProgram]:
@@ -141,6 +147,7 @@ class EdgeProgramManager:
         if planner.share_mutable_buffers:
             planner.place_shared_state(list(graphs.values()))
         constants, mutable_data, delegate_data = ConstantTable(), ConstantTable(), DelegateTable()
+        external = ExternalConstants() if config.external_constants else None
         plans, debug_handles = [], {}
         for name, gm in graphs.items():
             emitter = MethodEmitter(
@@ -153,6 +160,7 @@ class EdgeProgramManager:
                 delegate_data,
                 mutable_data,
                 config.emit_mutable_buffer_names,
+                external,
             )
             plans.append(emitter.emit())
             debug_handles[name] = emitter.debug_handles
@@ -172,7 +180,13 @@ class EdgeProgramManager:
             extract_delegate_segments=config.extract_delegate_segments,
             mutable_data=[b.storage for b in mutable_data.buffers()],
         )
-        return ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles)
+        data_files = {} if external is None else {EXTERNAL_CONSTANTS_FILE: _ptd_of(external)}
+        return ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles, data_files)
+
+
+def _ptd_of(external: ExternalConstants) -> bytes:
+    layouts = {name: TensorLayout(*layout) for name, layout in external.layouts.items()}
+    return write_ptd(external.data, layouts)
 
 
 def _user_pass(p):
@@ -198,8 +212,10 @@ class ExecutorchProgramManager:
         graph_modules: dict[str, torch.fx.GraphModule],
         memory_plans: dict[str, MethodPlanSummary],
         debug_handles: dict[str, list],
+        data_files: dict[str, bytes] | None = None,
     ):
         self._buffer = buffer
+        self.data_files = data_files or {}  # file name -> .ptd bytes (external constants)
         self.debug_handle_map = debug_handles  # method -> debug handle of each instruction
         self._program = program
         self._graph_modules = graph_modules
@@ -227,3 +243,14 @@ class ExecutorchProgramManager:
     def save(self, path: str | os.PathLike) -> None:
         with open(path, "wb") as f:
             self.write_to_file(f)
+
+    def write_tensor_data_to_file(self, outdir: str | os.PathLike) -> list[str]:
+        """Write the `.ptd` files of the data kept outside the program (ExecuTorch's name for
+        it) into ``outdir``; returns their paths."""
+        paths = []
+        for name, data in self.data_files.items():
+            path = os.path.join(outdir, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            paths.append(path)
+        return paths

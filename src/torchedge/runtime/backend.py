@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchedge.errors import BackendMissingError
+from torchedge.runtime.named_data import NamedDataMap
 
 __all__ = ["BackendInterface", "register_backend", "get_backend", "registered_backends", "ENTRY_POINT_GROUP"]
 
@@ -20,14 +21,16 @@ ENTRY_POINT_GROUP = "torchedge.backends"
 class BackendInterface:
     """What a backend implements to run the delegate blobs that name it.
 
-    ``init`` runs once per delegate at `Program.load_method`; ``execute`` gets
-    the delegate call's argument values (inputs, then outputs to write into).
+    ``init`` runs once per delegate at `Program.load_method`, with the delegate's payload, its
+    compile specs and the program's `NamedDataMap` (data stored by key: in the program's
+    segments or in `.ptd` files); ``execute`` gets the delegate call's argument values
+    (inputs, then outputs to write into).
     """
 
     def is_available(self) -> bool:
         return True
 
-    def init(self, processed: memoryview, compile_specs: dict[str, bytes]) -> Any:
+    def init(self, processed: memoryview, compile_specs: dict[str, bytes], named_data: NamedDataMap) -> Any:
         raise NotImplementedError
 
     def execute(self, handle: Any, args: list) -> None:

@@ -19,6 +19,7 @@ from torchedge.runtime.backend import get_backend
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.method_meta import MethodMeta
+from torchedge.runtime.named_data import NamedDataMap
 from torchedge.runtime.steps import DELEGATE, FREE, JUMP, KERNEL, MOVE, RESIZING_KERNEL, Step, StepCompiler, truthy
 from torchedge.runtime.threads import (
     DEFAULT_NUM_THREADS,
@@ -46,17 +47,19 @@ class Method:
         shared_memory: dict | None = None,
         live_memory: frozenset[int] = frozenset(),
         num_threads: int | None = None,
+        named_data: NamedDataMap | None = None,
     ):
         self.name = plan.name
+        named_data = named_data if named_data is not None else NamedDataMap()
         self._requested_threads = None if num_threads is None else check_num_threads(num_threads)
         sizes = list(plan.non_const_buffer_sizes or [0])[1:]
         limit = {} if max_arena_bytes is None else {"max_arena_bytes": max_arena_bytes}
         self.memory = MemoryManager(sizes, shared=shared_memory, live=live_memory, **limit)
-        self._values = ValueTable(plan, pte, self.memory, self.name)
+        self._values = ValueTable(plan, pte, self.memory, self.name, named_data)
         self._inputs = list(plan.inputs or [])
         self._outputs = list(plan.outputs or [])
         self._handles: list = []
-        self._delegates = [self._init_delegate(d, pte) for d in (plan.delegates or [])]
+        self._delegates = [self._init_delegate(d, pte, named_data) for d in (plan.delegates or [])]
         compiler = StepCompiler(self.name, plan, self._values, self._delegates, kernel_lookup)
         for i in self._inputs + self._outputs:
             compiler.check_value_index(i, "input/output")
@@ -97,7 +100,7 @@ class Method:
 
     # -- loading ---------------------------------------------------------------
 
-    def _init_delegate(self, delegate, pte):
+    def _init_delegate(self, delegate, pte, named_data: NamedDataMap):
         try:
             backend = get_backend(delegate.id)
         except BackendMissingError as e:
@@ -105,7 +108,7 @@ class Method:
         specs = {s.key: bytes(s.value) for s in (delegate.compile_specs or [])}
         if self._requested_threads is not None:
             specs[RUNTIME_NUM_THREADS] = encode_num_threads(self._requested_threads)
-        handle = backend.init(pte.delegate_data(delegate), specs)
+        handle = backend.init(pte.delegate_data(delegate), specs, named_data)
         self._handles.append((backend, handle))
         return backend, handle
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from torchedge.errors import InvalidProgramError
 from torchedge.kernels.registry import Kernel, get_kernel
 from torchedge.runtime.data_loader import DataLoader
 from torchedge.runtime.method import Method
 from torchedge.runtime.method_meta import MethodMeta
+from torchedge.runtime.named_data import NamedDataMap
 from torchedge.runtime.shared_state import SharedState
 from torchedge.runtime.threads import check_num_threads
 from torchedge.serialize import deserialize_pte
+from torchedge.serialize.ptd import read_ptd
 
 __all__ = ["Program"]
 
@@ -21,7 +23,11 @@ class Program:
     (None: the runtime's default, see `torchedge.runtime.threads`)."""
 
     def __init__(
-        self, loader: DataLoader, kernel_lookup: Callable[[str], Kernel] = get_kernel, num_threads: int | None = None
+        self,
+        loader: DataLoader,
+        kernel_lookup: Callable[[str], Kernel] = get_kernel,
+        num_threads: int | None = None,
+        data: Sequence[tuple[str, DataLoader]] = (),
     ):
         self._kernel_lookup = kernel_lookup
         self._num_threads = None if num_threads is None else check_num_threads(num_threads)
@@ -31,6 +37,13 @@ class Program:
         if len(self._plans) != len(self._pte.program.execution_plan or []):
             raise InvalidProgramError("the program has two methods with the same name")
         self._shared_state = SharedState(self._plans.values())
+        self._data_loaders = [d for _, d in data]  # external data are views onto their bytes too
+        keys = [entry.key for entry in self._pte.program.named_data or []]
+        sources = [("the program", keys, self._pte.named_data)]
+        for name, data_loader in data:
+            contents = read_ptd(data_loader.data, name)
+            sources.append((name, list(contents.data), contents.data.__getitem__))
+        self._named_data = NamedDataMap(sources)
 
     @property
     def method_names(self) -> list[str]:
@@ -60,7 +73,9 @@ class Program:
         if num_threads is None:
             num_threads = self._num_threads
         shared, live = self._shared_state.arenas_for(plan)
-        return Method(plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads)
+        return Method(
+            plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data
+        )
 
     def metadata(self, name: str = "forward") -> MethodMeta:
         """Signature and planned memory of a method, without allocating it."""

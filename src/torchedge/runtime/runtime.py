@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from torchedge.kernels.registry import Kernel, get_kernel
@@ -47,6 +48,16 @@ class Runtime:
             cls._instances[key] = cls(kernels, num_threads)
         return cls._instances[key]
 
-    def load_program(self, source, *, mmap: bool = True) -> Program:
-        """Load a `.pte` from a path (memory-mapped unless ``mmap=False``), bytes, or a binary file."""
-        return Program(loader_for(source, mmap_file=mmap), self._lookup, self.num_threads)
+    def load_program(self, source, *, mmap: bool = True, data_path=None) -> Program:
+        """Load a `.pte` from a path (memory-mapped unless ``mmap=False``), bytes, or a binary file.
+
+        ``data_path`` (ExecuTorch's name): a `.ptd` file, or a list of them, holding the data the
+        program keeps outside itself (external constants, delegate weights stored by key).
+        """
+        sources = [] if data_path is None else data_path if isinstance(data_path, (list, tuple)) else [data_path]
+        data = [(_name_of(d), loader_for(d, mmap_file=mmap)) for d in sources]
+        return Program(loader_for(source, mmap_file=mmap), self._lookup, self.num_threads, data)
+
+
+def _name_of(source) -> str:
+    return f"'{os.fspath(source)}'" if isinstance(source, (str, os.PathLike)) else "a .ptd buffer"

@@ -13,6 +13,7 @@ import numpy as np
 
 from torchedge.errors import InvalidProgramError, KernelError
 from torchedge.runtime.memory import MemoryManager
+from torchedge.runtime.named_data import NamedDataMap
 from torchedge.runtime.tensor_view import dtype_of, view_of
 from torchedge.schema.program import (
     Bool,
@@ -43,8 +44,9 @@ class ValueTable:
     rebound (a caller-supplied input, or a scalar computed by an instruction).
     """
 
-    def __init__(self, plan, pte, memory: MemoryManager, method_name: str):
+    def __init__(self, plan, pte, memory: MemoryManager, method_name: str, named_data: NamedDataMap):
         self.method_name = method_name
+        self._named_data = named_data
         self.schema = [ev.val for ev in plan.values]
         self.values: list = [None] * len(self.schema)
         # DYNAMIC_BOUND planned tensors: the memory of their upper-bound shape, to resize within.
@@ -137,18 +139,28 @@ class ValueTable:
             return tuple(val.items)
         raise InvalidProgramError(f"{self._where(index)}: unsupported value type {type(val).__name__}")
 
+    def _external_tensor(self, key: str, dtype, sizes, dim_order, where: str) -> np.ndarray:
+        """A constant stored by name outside the program (a `.ptd`): exactly its bytes, read-only."""
+        blob = self._named_data.get(key)
+        nbytes = dtype.itemsize * math.prod(sizes)
+        if len(blob) != nbytes:
+            raise InvalidProgramError(
+                f"{where}: external tensor '{key}' of {list(sizes)} {dtype} needs {nbytes} bytes, "
+                f"the data file holds {len(blob)}"
+            )
+        array = view_of(blob, 0, dtype, sizes, dim_order, where)
+        array.flags.writeable = False
+        return array
+
     def _load_tensor(self, index: int, t: Tensor, pte, memory: MemoryManager):
         where = self._where(index)
         info = t.extra_tensor_info
-        if info is not None and info.location == TensorDataLocation.EXTERNAL:
-            raise InvalidProgramError(
-                f"{where}: tensor '{info.fully_qualified_name}' lives in external "
-                "(.ptd) data, which this runtime does not load yet"
-            )
         if t.storage_offset:
             raise InvalidProgramError(f"{where}: storage_offset {t.storage_offset} is not supported (must be 0)")
         dtype = dtype_of(t.scalar_type, where)
         sizes, dim_order = list(t.sizes or []), list(t.dim_order or [])
+        if info is not None and info.location == TensorDataLocation.EXTERNAL:
+            return self._external_tensor(info.fully_qualified_name, dtype, sizes, dim_order, where)
         if t.allocation_info is not None:
             a = t.allocation_info
             offset = a.memory_offset_low | (a.memory_offset_high << 32)

@@ -47,7 +47,7 @@ class OnnxRuntimeDelegate(BackendInterface):
             return False
         return True
 
-    def init(self, processed, compile_specs) -> _Session:
+    def init(self, processed, compile_specs, named_data) -> _Session:
         """One session, with the intra-op threads `session_threads` picks: the runtime's explicit
         ``num_threads`` wins over the export-time ``intra_op_threads``; neither means one."""
         import onnxruntime as ort

@@ -1,4 +1,5 @@
-"""The program-wide table of constant tensor bytes, deduplicated by content."""
+"""The program-wide tables of constant tensor bytes: inside the program (deduplicated by
+content) or outside it, by name, for a `.ptd` file."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import hashlib
 
 import torch
 
+from torchedge.errors import ExportError
 from torchedge.schema.program import Buffer
 
-__all__ = ["ConstantTable", "tensor_bytes"]
+__all__ = ["ConstantTable", "ExternalConstants", "tensor_bytes"]
 
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
@@ -39,3 +41,17 @@ class ConstantTable:
     @property
     def nbytes(self) -> int:
         return sum(len(b) for b in self._buffers)
+
+
+class ExternalConstants:
+    """Constants kept out of the program, by fully qualified name (ExecuTorch's external
+    constants): each name's bytes and tensor layout, for a `.ptd` file."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.layouts: dict[str, tuple] = {}  # name -> (ScalarType, sizes, dim_order)
+
+    def add(self, name: str, data: bytes, layout: tuple) -> None:
+        if self.data.setdefault(name, data) != data:
+            raise ExportError(f"two methods hold different values under the constant name '{name}'")
+        self.layouts[name] = layout

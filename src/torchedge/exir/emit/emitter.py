@@ -15,7 +15,7 @@ from torch.utils._pytree import treespec_dumps
 from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.control_flow import is_control_flow
-from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
+from torchedge.exir.emit.constants import ConstantTable, ExternalConstants, tensor_bytes
 from torchedge.exir.emit.control_flow import emit_control_flow
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.emit.dim_order import dim_order_variant
@@ -60,12 +60,14 @@ class MethodEmitter(torch.fx.Interpreter):
         delegate_data: DelegateTable | None = None,
         mutable_data: ConstantTable | None = None,
         emit_mutable_buffer_names: bool = False,
+        external_constants: ExternalConstants | None = None,
     ):
         super().__init__(graph_module, garbage_collect_values=False)
         self.name = name
         self.exported_program = exported_program
         mutable_data = mutable_data if mutable_data is not None else ConstantTable()
-        self.table = ValueTable(constants, mutable_data, emit_mutable_buffer_names)
+        self.table = ValueTable(constants, mutable_data, emit_mutable_buffer_names, external_constants)
+        self.constants_outside = external_constants is not None  # by name, in a .ptd
         self.non_const_buffer_sizes = non_const_buffer_sizes
         self.instructions: list[Instruction] = []
         self.operators: dict[tuple[str, str], int] = {}
@@ -126,7 +128,8 @@ class MethodEmitter(torch.fx.Interpreter):
             return Value(index)
         spec: TensorSpec = node.meta["spec"]
         if spec.const:
-            return Value(self.table.constant_tensor(self._constant_of(node.name), spec))
+            name = self._constant_name(node.name) if self.constants_outside else None
+            return Value(self.table.constant_tensor(self._constant_of(node.name), spec, name))
         if spec.state:
             return Value(self.table.state_tensor(spec, self._constant_of(node.name)))
         index = self.table.tensor(spec)
@@ -276,13 +279,16 @@ class MethodEmitter(torch.fx.Interpreter):
                 )
             )
 
-    def _constant_of(self, placeholder_name: str) -> bytes:
-        ep = self.exported_program
-        sig = ep.graph_signature
+    def _constant_name(self, placeholder_name: str) -> str:
+        """The constant's fully qualified name (``layer.weight``)."""
+        sig = self.exported_program.graph_signature
         for mapping in (sig.inputs_to_parameters, sig.inputs_to_buffers, sig.inputs_to_lifted_tensor_constants):
             if placeholder_name in mapping:
-                return tensor_bytes(constant_value(ep, mapping[placeholder_name]))
+                return mapping[placeholder_name]
         raise ExportError(f"placeholder '{placeholder_name}' is marked constant but has no value")
+
+    def _constant_of(self, placeholder_name: str) -> bytes:
+        return tensor_bytes(constant_value(self.exported_program, self._constant_name(placeholder_name)))
 
 
 def emit_constant_method(name: str, value) -> ExecutionPlan:

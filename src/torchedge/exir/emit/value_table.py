@@ -10,7 +10,7 @@ import torch
 
 from torchedge.errors import ExportError
 from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
-from torchedge.exir.emit.constants import ConstantTable, tensor_bytes
+from torchedge.exir.emit.constants import ConstantTable, ExternalConstants, tensor_bytes
 from torchedge.exir.tensor_spec import TensorSpec, contiguous_dim_order
 from torchedge.schema.program import (
     AllocationDetails,
@@ -47,9 +47,16 @@ class Value:
 class ValueTable:
     """The plan's values, with constant and mutable-buffer bytes routed to their tables."""
 
-    def __init__(self, constants: ConstantTable, mutable_data: ConstantTable, emit_mutable_buffer_names: bool):
+    def __init__(
+        self,
+        constants: ConstantTable,
+        mutable_data: ConstantTable,
+        emit_mutable_buffer_names: bool,
+        external: ExternalConstants | None = None,
+    ):
         self.values: list[EValue] = []
         self.constants = constants
+        self.external = external if external is not None else ExternalConstants()
         self.mutable_data = mutable_data
         self.emit_mutable_buffer_names = emit_mutable_buffer_names
         self._spec_values: dict[int, int] = {}
@@ -132,9 +139,16 @@ class ValueTable:
             )
         return index
 
-    def constant_tensor(self, data: bytes, spec: TensorSpec) -> int:
+    def constant_tensor(self, data: bytes, spec: TensorSpec, external_name: str | None = None) -> int:
+        """A constant in the program's constant data, or (``external_name``) in external data."""
         tensor = tensor_schema(scalar_type(spec.dtype), spec.shape, contiguous_dim_order(len(spec.shape)))
-        tensor.data_buffer_idx = self.constants.add(data)
+        if external_name is None:
+            tensor.data_buffer_idx = self.constants.add(data)
+        else:
+            self.external.add(external_name, data, (tensor.scalar_type, tensor.sizes, tensor.dim_order))
+            tensor.extra_tensor_info = ExtraTensorInfo(
+                fully_qualified_name=external_name, location=TensorDataLocation.EXTERNAL
+            )
         return self.add(EValue(val=tensor))
 
 
