@@ -24,6 +24,7 @@ RUNTIME_HALF = (
     "torchedge.errors",
     "torchedge.generation",
     "torchedge.backends.onnxruntime.runtime",
+    "torchedge.backends.xnnpack",
 )
 FORBIDDEN_IN_RUNTIME = ("torch", "executorch", "torchedge.exir", "torchedge.devtools", "torchedge.models")
 ALLOWED_WALL_CROSSINGS = {

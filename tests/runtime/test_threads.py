@@ -166,8 +166,8 @@ def test_onnxruntime_session_gets_the_method_threads_at_load(monkeypatch, export
     handles = []
     init = OnnxRuntimeDelegate.init
 
-    def recording_init(self, processed, compile_specs):
-        handles.append(init(self, processed, compile_specs))
+    def recording_init(self, processed, compile_specs, named_data):
+        handles.append(init(self, processed, compile_specs, named_data))
         return handles[-1]
 
     monkeypatch.setattr(OnnxRuntimeDelegate, "init", recording_init)

@@ -39,7 +39,9 @@ class Program:
         self._shared_state = SharedState(self._plans.values())
         self._data_loaders = [d for _, d in data]  # external data are views onto their bytes too
         keys = [entry.key for entry in self._pte.program.named_data or []]
-        sources = [("the program", keys, self._pte.named_data)]
+        sources: list[tuple[str, list[str], Callable[[str], memoryview]]] = [
+            ("the program", keys, self._pte.named_data)
+        ]
         for name, data_loader in data:
             contents = read_ptd(data_loader.data, name)
             sources.append((name, list(contents.data), contents.data.__getitem__))

@@ -160,7 +160,7 @@ class ValueTable:
         dtype = dtype_of(t.scalar_type, where)
         sizes, dim_order = list(t.sizes or []), list(t.dim_order or [])
         if info is not None and info.location == TensorDataLocation.EXTERNAL:
-            return self._external_tensor(info.fully_qualified_name, dtype, sizes, dim_order, where)
+            return self._external_tensor(info.fully_qualified_name or "", dtype, sizes, dim_order, where)
         if t.allocation_info is not None:
             a = t.allocation_info
             offset = a.memory_offset_low | (a.memory_offset_high << 32)

@@ -43,10 +43,13 @@ _FLAGS = {
     "?": number_types.BoolFlags,
     "b": number_types.Int8Flags,
     "B": number_types.Uint8Flags,
+    "h": number_types.Int16Flags,
+    "H": number_types.Uint16Flags,
     "i": number_types.Int32Flags,
     "I": number_types.Uint32Flags,
     "q": number_types.Int64Flags,
     "Q": number_types.Uint64Flags,
+    "f": number_types.Float32Flags,
     "d": number_types.Float64Flags,
 }
 

@@ -1,0 +1,86 @@
+"""torchedge's NumPy interpreter of XNNPACK delegates vs torchedge's portable path vs the real
+ExecuTorch running the same XNNPACK program, one thread.
+
+For each model: the program ExecuTorch's `XnnpackPartitioner` lowers, run by torchedge (the
+``XnnpackBackend`` interpreter) and by ExecuTorch (XNNPACK itself, its thread pool at one
+thread); and torchedge's own portable program (`to_edge(...).to_executorch()`) run by torchedge.
+Prints milliseconds per run (medians of alternating rounds), the interpreter/portable ratio and
+the interpreter's relative error against ExecuTorch.
+Usage: python benchmarks/xnnpack.py [model ...] [--repeat ROUNDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402  (sets the thread environment first)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import torchedge.backends.xnnpack.runtime  # noqa: E402,F401  (registers XnnpackBackend)
+from torchedge.exir import to_edge  # noqa: E402
+from torchedge.models import load_model  # noqa: E402
+from torchedge.runtime import Runtime  # noqa: E402
+
+
+def bench(name: str, repeat: int) -> list:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime as ETRuntime
+
+    model, inputs = load_model(name)
+    lowered = to_edge_transform_and_lower(
+        torch.export.export(model, inputs), partitioner=[XnnpackPartitioner()]
+    ).to_executorch()
+    portable = to_edge(torch.export.export(model, inputs)).to_executorch()
+
+    runtime = Runtime.get(num_threads=1)
+    interpreter = runtime.load_program(lowered.buffer).load_method("forward")
+    ours = runtime.load_program(portable.buffer).load_method("forward")
+    et_method = ETRuntime.get().load_program(lowered.buffer).load_method("forward")
+    np_inputs = [t.numpy() for t in inputs]
+
+    t = _common.interleaved_seconds(
+        {
+            "interpreter": lambda: interpreter.execute(np_inputs),
+            "portable": lambda: ours.execute(np_inputs),
+            "et": lambda: et_method.execute(list(inputs)),
+        },
+        repeat,
+    )
+    got, want = interpreter.execute(np_inputs)[0], et_method.execute(list(inputs))[0].numpy()
+    err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-12))
+    return [
+        name,
+        f"{t['interpreter'] * 1e3:.2f}",
+        f"{t['portable'] * 1e3:.2f}",
+        f"{t['et'] * 1e3:.2f}",
+        f"{t['interpreter'] / t['portable']:.2f}",
+        f"{t['interpreter'] / t['et']:.1f}",
+        f"{err:.1e}",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=["mlp", "cnn", "mobilenet_v2"])
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    try:
+        from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
+
+        _unsafe_reset_threadpool(1)
+    except ImportError:
+        pass
+    rows = [bench(name, args.repeat) for name in args.models]
+    _common.print_table(
+        ["model", "interpreter ms", "portable ms", "ET+XNNPACK ms", "interp/portable", "interp/ET", "rel err"], rows
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+"""XNNPACK delegate payloads (``XnnpackBackend``) interpreted in NumPy.
+
+ExecuTorch's `XnnpackPartitioner` lowers subgraphs to an XNNPACK graph serialized as a flatbuffer
+(`schema.fbs`, file identifier ``XN01``) behind a small header. This package reads that payload
+and runs it node by node with NumPy; no XNNPACK library is needed. Importing
+`torchedge.backends.xnnpack.runtime` registers the backend.
+
+Modules, in processing order: `header` (the payload header), `schema` (the graph as plain
+dataclasses), `payload_tables` (their flatbuffer wire description), `graph` (values and nodes
+as an execution plan), `nodes_*` (node implementations by family), `runtime` (the backend).
+"""

@@ -1,0 +1,33 @@
+"""Runtime half of the XNNPACK backend: ExecuTorch's ``XnnpackBackend`` payloads run in NumPy.
+
+``init`` splits the payload (`header`), decodes its graph (`payload_tables`) and lays it out as
+an execution plan (`graph`); ``execute`` runs the plan on the delegate call's arguments. No
+XNNPACK library and no torch: NumPy only. Importing this module registers the backend under
+ExecuTorch's id, ``XnnpackBackend``.
+"""
+
+from __future__ import annotations
+
+from torchedge.backends.xnnpack import nodes_elementwise, nodes_linear_conv, nodes_pooling, nodes_shape  # noqa: F401
+from torchedge.backends.xnnpack.graph import Plan, build_plan
+from torchedge.backends.xnnpack.header import split_payload
+from torchedge.backends.xnnpack.payload_tables import decode_graph
+from torchedge.runtime.backend import BackendInterface, register_backend
+
+__all__ = ["BACKEND_ID", "XnnpackBackend"]
+
+BACKEND_ID = "XnnpackBackend"
+
+
+class XnnpackBackend(BackendInterface):
+    """Interprets XNNPACK delegate graphs; compile specs carry nothing it needs."""
+
+    def init(self, processed, compile_specs, named_data) -> Plan:
+        flatbuffer, constant_data = split_payload(processed)
+        return build_plan(decode_graph(flatbuffer), constant_data, named_data)
+
+    def execute(self, handle: Plan, args) -> None:
+        handle.run(args)
+
+
+register_backend(BACKEND_ID, XnnpackBackend())
