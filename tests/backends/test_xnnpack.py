@@ -324,3 +324,14 @@ def test_backend_loads_by_its_entry_point_without_an_import():
     code = "from torchedge.runtime.backend import get_backend; print(type(get_backend('XnnpackBackend')).__name__)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "XnnpackBackend"
+
+
+def test_inspect_shows_what_the_payload_holds(tmp_path):
+    from torchedge.devtools.describe import describe_program
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    buffer = _lower(model, (torch.randn(3, 4),))
+    text = describe_program(buffer)
+    assert "delegate 0 (XnnpackBackend)" in text
+    assert "2 x XNNFullyConnected" in text
+    assert "constants: 4 (4 in named data, 0 bytes in the payload" in text

@@ -10,6 +10,8 @@ from collections import Counter
 
 import numpy as np
 
+from torchedge.errors import BackendMissingError, TorchEdgeError
+from torchedge.runtime.backend import get_backend
 from torchedge.runtime.data_loader import loader_for
 from torchedge.runtime.method_meta import MethodMeta, TensorMeta
 from torchedge.runtime.tensor_view import dtype_of
@@ -39,6 +41,20 @@ def _constant_bytes(plan) -> tuple[int, int]:
     return count, nbytes
 
 
+def _delegate_lines(index: int, delegate, pte) -> list[str]:
+    """A delegate's payload size and, where its backend describes payloads, what it holds."""
+    payload = pte.delegate_data(delegate)
+    lines = [f"  delegate {index} ({delegate.id}): {len(payload):,} bytes"]
+    try:
+        backend = get_backend(delegate.id)
+    except BackendMissingError:
+        return lines + ["    (backend not available here: contents not shown)"]
+    try:
+        return lines + [f"    {line}" for line in backend.describe(payload)]
+    except TorchEdgeError as e:
+        return lines + [f"    cannot read the payload: {e}"]
+
+
 def describe_program(source) -> str:
     from torchedge.serialize import deserialize_pte
 
@@ -65,8 +81,10 @@ def describe_program(source) -> str:
             f"{[f'{s:,}' for s in meta.planned_buffer_sizes]}",
             f"  constants: {n_const} tensors, {const_bytes:,} bytes",
             f"  delegates: {', '.join(d.id for d in plan.delegates or []) or 'none'}",
-            f"  operators ({len(meta.operators)}):",
         ]
+        for i, delegate in enumerate(plan.delegates or []):
+            lines += _delegate_lines(i, delegate, pte)
+        lines.append(f"  operators ({len(meta.operators)}):")
         lines += [f"    {calls.get(op, 0):5d} x {op}" for op in meta.operators]
     return "\n".join(lines)
 

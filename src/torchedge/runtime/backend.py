@@ -39,6 +39,10 @@ class BackendInterface:
     def destroy(self, handle: Any) -> None:
         """Release what ``init`` created; optional."""
 
+    def describe(self, processed: memoryview) -> list[str]:
+        """Lines saying what a payload holds, for ``torchedge inspect``; optional."""
+        return []
+
 
 _BACKENDS: dict[str, BackendInterface] = {}
 

@@ -8,6 +8,8 @@ ExecuTorch's id, ``XnnpackBackend``.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from torchedge.backends.xnnpack import nodes_elementwise, nodes_linear_conv, nodes_pooling, nodes_shape  # noqa: F401
 from torchedge.backends.xnnpack.graph import Plan, build_plan
 from torchedge.backends.xnnpack.header import split_payload
@@ -28,6 +30,22 @@ class XnnpackBackend(BackendInterface):
 
     def execute(self, handle: Plan, args) -> None:
         handle.run(args)
+
+    def describe(self, processed) -> list[str]:
+        """Nodes by kind, values, and the constants the payload holds or names."""
+        flatbuffer, constant_data = split_payload(processed)
+        graph = decode_graph(flatbuffer)
+        kinds = Counter(type(node.xnode_union).__name__ for node in graph.xnodes or [])
+        constants = [c for c in graph.constant_data or [] if c.named_key or c.size]  # entry 0 is empty
+        named = [c for c in constants if c.named_key]
+        inline = sum(c.size for c in constants if not c.named_key)
+        lines = [
+            f"XNNPACK graph: {len(graph.xnodes or [])} nodes, {len(graph.xvalues or [])} values, "
+            f"inputs {list(graph.input_ids or [])}, outputs {list(graph.output_ids or [])}",
+            f"constants: {len(constants)} ({len(named)} in named data, {inline:,} bytes in the payload "
+            f"of {len(constant_data):,} constant bytes)",
+        ]
+        return lines + [f"{count:5d} x {kind}" for kind, count in kinds.most_common()]
 
 
 register_backend(BACKEND_ID, XnnpackBackend())
