@@ -100,3 +100,33 @@ def test_malformed_ptd_is_a_typed_error(corrupt, match):
     data = write_ptd({"w": b"\x00" * 64})
     with pytest.raises(InvalidProgramError, match=match):
         read_ptd(corrupt(data))
+
+
+def test_delegate_weights_in_a_ptd(tmp_path, has_executorch):
+    """An XNNPACK program whose named data (the delegate's weights) moved to a `.ptd`: the delegate
+    finds its weights there, on torchedge and on ExecuTorch, and nowhere without the file."""
+    if not has_executorch:
+        pytest.skip("ExecuTorch is not installed")
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower as et_lower
+    from executorch.runtime import Runtime as ETRuntime
+
+    from torchedge.serialize import serialize_pte
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    (x,) = _inputs()
+    buffer = et_lower(torch.export.export(model, (x,)), partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    contents = deserialize_pte(buffer).unpack()
+    assert len(contents.named_data) == 4  # the two weights and biases, by hash
+    (tmp_path / "mlp.pte").write_bytes(serialize_pte(contents.program, mutable_data=contents.mutable_data))
+    (tmp_path / "mlp.ptd").write_bytes(write_ptd(contents.named_data))
+    expected = model(x).detach().numpy()
+    method = Runtime.get().load_program(tmp_path / "mlp.pte", data_path=tmp_path / "mlp.ptd").load_method()
+    np.testing.assert_allclose(method.execute([x.numpy()])[0], expected, rtol=1e-5, atol=1e-6)
+    et_program = ETRuntime.get().load_program(tmp_path / "mlp.pte", data_path=str(tmp_path / "mlp.ptd"))
+    np.testing.assert_allclose(
+        et_program.load_method("forward").execute([x])[0].numpy(), expected, rtol=1e-5, atol=1e-6
+    )
+    with pytest.raises(InvalidProgramError, match="no named data"):
+        Runtime.get().load_program(tmp_path / "mlp.pte").load_method()
