@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.cli.eager import torch_threads
+from torchedge.cli.eager import torch_threads, user_code
 from torchedge.cli.export import compile_model
 from torchedge.cli.output import stage, summary, threads_text
 from torchedge.devtools.timing import time_calls
@@ -48,7 +48,9 @@ def _check_once(method, model, inputs, args) -> bool:
     print(f"inputs: {', '.join(f'{t.dtype}{list(t.shape)}' for t in inputs)}")
     np_inputs = [t.numpy() for t in inputs]
     sides = {"torchedge": lambda: method.execute(np_inputs), "eager": torch.no_grad()(lambda: model(*inputs))}
-    outputs, expected = sides["torchedge"](), sides["eager"]()
+    outputs = sides["torchedge"]()
+    with user_code("the model (in PyTorch eager)"):
+        expected = sides["eager"]()
     timings = time_calls(sides, args.repeat, warmup=0)
     expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
     worst = 0.0

@@ -1,18 +1,76 @@
-"""PyTorch eager beside the runtime (`bench --model`, `check`): its threads, a built-in model's call.
+"""PyTorch eager beside the runtime (`bench --model`, `check`): its threads, a built-in model's call,
+and `user_code`, which reports an exception raised by the user's model code as one line.
 
 Each function imports torch when called, so the command line starts without it.
 """
 
 from __future__ import annotations
 
+import os
+import sysconfig
+import traceback
 from contextlib import contextmanager
 
 import numpy as np
 
+import torchedge
 from torchedge.cli.output import describe
-from torchedge.errors import InputError
+from torchedge.errors import InputError, TorchEdgeError
 
-__all__ = ["torch_threads", "eager_side"]
+__all__ = ["ModelCodeError", "user_code", "first_line", "torch_threads", "eager_side"]
+
+
+class ModelCodeError(TorchEdgeError):
+    """The user's own model code (its file, its factory, its forward) raised an exception."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message, marked when more lines follow (``--debug`` shows them)."""
+    lines = str(error).strip().splitlines() or [""]
+    return lines[0] + (" [...]" if len(lines) > 1 else "")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose frames are not the user's: torch, torchedge, the standard library."""
+    dirs = [os.path.dirname(torchedge.__file__)]
+    try:
+        import torch
+
+        dirs.append(os.path.dirname(torch.__file__))
+    except ImportError:
+        pass
+    dirs += [sysconfig.get_path(name) for name in ("stdlib", "platstdlib")]
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def user_frame(error: BaseException) -> str | None:
+    """``file:line, in function`` of the innermost frame of ``error``'s traceback outside torch and torchedge."""
+    library = _library_dirs()
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        name = frame.filename
+        if not name.startswith("<") and not os.path.realpath(name).startswith(library):
+            return f"{name}:{frame.lineno}, in {frame.name}"
+    return None
+
+
+@contextmanager
+def user_code(what: str):
+    """Report an exception raised in the user's model code during the block as a `ModelCodeError`.
+
+    ``what`` names the step (``"the model's forward"``). An exception with no frame of user code
+    (torch's own, torchedge's, a missing torch) passes through unchanged.
+    """
+    try:
+        yield
+    except TorchEdgeError:
+        raise
+    except Exception as e:
+        if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "torch":
+            raise
+        where = user_frame(e)
+        if where is None:
+            raise
+        raise ModelCodeError(f"{what} raised {type(e).__name__}: {first_line(e)} (at {where})") from e
 
 
 @contextmanager

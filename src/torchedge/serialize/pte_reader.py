@@ -52,6 +52,11 @@ def deserialize_pte(data) -> PteFile:
             f"not a .pte file: {len(view)} bytes, expected at least {_MIN_SIZE} (root offset and file identifier)"
         )
     identifier = bytes(view[_IDENTIFIER_OFFSET:_MIN_SIZE])
+    if identifier != FILE_IDENTIFIER and identifier[:2] == b"ET" and identifier[2:].isdigit():
+        raise InvalidProgramError(
+            f"the file is an ExecuTorch program of format version {identifier.decode()}, which torchedge does not read "
+            f"(it reads {FILE_IDENTIFIER.decode()})"
+        )
     if identifier != FILE_IDENTIFIER:
         raise InvalidProgramError(
             f"not a .pte file: expected identifier {FILE_IDENTIFIER!r} at offset "
