@@ -291,7 +291,8 @@ def test_unsupported_node_kind_is_a_typed_error():
         XnnpackBackend().init(memoryview(payload), {}, named_data)
 
 
-def test_quantized_value_is_a_typed_error():
+def test_quantized_input_to_a_float_filter_is_a_typed_error():
+    """A quantized activation feeding a float32 fully connected node: a mix XNNPACK has no kernel for."""
     graph, constants, named_data, _, _ = _mlp_delegate()
     tensor = graph.xvalues[1].xvalue_union
     graph.xvalues[1] = s.XValue(

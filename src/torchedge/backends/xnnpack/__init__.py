@@ -8,4 +8,6 @@ and runs it node by node with NumPy; no XNNPACK library is needed. Importing
 Modules, in processing order: `header` (the payload header), `schema` (the graph as plain
 dataclasses), `payload_tables` (their flatbuffer wire description), `graph` (values and nodes
 as an execution plan), `nodes_*` (node implementations by family), `runtime` (the backend).
+Quantized values (static int8, dynamic int8 rows, 4-bit weights) have their parameters and
+arithmetic in `quantization` and their node builders in `nodes_quantized`.
 """

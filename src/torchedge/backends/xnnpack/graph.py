@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from torchedge.backends.xnnpack import schema as s
-from torchedge.backends.xnnpack.registry import BUILDERS
+from torchedge.backends.xnnpack.quantization import Quant, decode_quantized
+from torchedge.backends.xnnpack.registry import BUILDERS, QUANTIZED_BUILDERS
 from torchedge.errors import InvalidProgramError, KernelError
 
 __all__ = ["NodeContext", "Plan", "build_plan", "DTYPES"]
 
-# XNNPACK datatypes this interpreter computes with; quantized ones are decoded but not run yet.
+# XNNPACK datatypes of plain values this interpreter computes with (quantized ones: `quantization`).
 DTYPES = {
     s.XNNDatatype.xnn_datatype_fp32: np.dtype(np.float32),
     s.XNNDatatype.xnn_datatype_fp16: np.dtype(np.float16),
@@ -94,6 +95,10 @@ class NodeContext:
     def dims(self, value_id: int) -> tuple[int, ...]:
         return self._graph.tensor(value_id, self).dims
 
+    def quant(self, value_id: int) -> Quant | None:
+        """The quantization parameters of a quantized value, None for a plain one."""
+        return self._graph.tensor(value_id, self).quant
+
     def output(self, value_id: int) -> np.ndarray:
         """A new buffer for the value this node computes."""
         return self._graph.allocate(value_id, self)
@@ -110,23 +115,20 @@ class _Tensor:
     dims: tuple[int, ...]
     dtype: np.dtype
     value: s.XNNTensorValue
+    quant: Quant | None = None
 
 
 class _GraphValues:
-    def __init__(self, graph: s.XNNGraph, constants: Callable[[int, _Tensor], np.ndarray]):
+    def __init__(self, graph: s.XNNGraph, constants):
         self.tensors: dict[int, _Tensor] = {}
         for index, xvalue in enumerate(graph.xvalues):
-            value = xvalue.xvalue_union
+            value, quant = xvalue.xvalue_union, None
             if isinstance(value, s.XNNQuantizedTensorValue):
-                base = value.tensor_value
-                quant = type(value.quant_params).__name__
-                raise InvalidProgramError(
-                    f"XNNPACK value {index} ({base.datatype.name if base else 'no tensor'}, {quant}) is quantized: "
-                    "quantized XNNPACK graphs are not supported yet"
-                )
-            if not isinstance(value, s.XNNTensorValue):
+                value, dtype, quant = decode_quantized(index, value, constants.scales)
+            elif not isinstance(value, s.XNNTensorValue):
                 raise InvalidProgramError(f"XNNPACK value {index} is empty")
-            dtype = DTYPES.get(value.datatype)
+            else:
+                dtype = DTYPES.get(value.datatype)
             if dtype is None:
                 raise InvalidProgramError(
                     f"XNNPACK value {index} has datatype {value.datatype.name}, which is not supported yet "
@@ -134,7 +136,7 @@ class _GraphValues:
                 )
             if value.id_out in self.tensors:
                 raise InvalidProgramError(f"XNNPACK value id {value.id_out} is defined twice")
-            self.tensors[value.id_out] = _Tensor(tuple(value.dims), dtype, value)
+            self.tensors[value.id_out] = _Tensor(tuple(value.dims), dtype, value, quant)
         self.buffers: dict[int, np.ndarray] = {}
         for value_id, tensor in self.tensors.items():
             if tensor.value.constant_buffer_idx:
@@ -159,11 +161,27 @@ class _GraphValues:
 
 
 def _constant_reader(graph: s.XNNGraph, constant_data: memoryview, named_data):
-    """``read(value_id, tensor)``: the constant's bytes as a read-only array of the tensor's shape."""
+    """``read(value_id, tensor)``: the constant's bytes as a read-only array of the tensor's shape;
+    ``read.scales(index, count)``: ``count`` float32 scales from constant ``index``."""
 
     def read(value_id: int, tensor: _Tensor) -> np.ndarray:
-        index = tensor.value.constant_buffer_idx
-        where = f"XNNPACK value {value_id}: constant {index}"
+        where = f"XNNPACK value {value_id}: constant {tensor.value.constant_buffer_idx}"
+        quant = tensor.quant
+        if quant is None or not quant.packed:
+            return array(tensor.value.constant_buffer_idx, tensor.dims, tensor.dtype, where)
+        if len(tensor.dims) != 2:
+            raise InvalidProgramError(f"{where}: 4-bit values must be 2-D, not {list(tensor.dims)}")
+        rows, columns = tensor.dims
+        raw = array(tensor.value.constant_buffer_idx, (rows, (columns + 1) // 2), np.dtype(np.uint8), where)
+        values = quant.unpack(raw, columns)
+        values.flags.writeable = False
+        return values
+
+    def scales(index: int, count: int, dtype: np.dtype | None = None) -> np.ndarray:
+        dtype = np.dtype(np.float32) if dtype is None else dtype
+        return array(index, (count,), dtype, f"XNNPACK scales: constant {index}")
+
+    def array(index: int, dims: tuple[int, ...], dtype: np.dtype, where: str) -> np.ndarray:
         if index >= len(graph.constant_data):
             raise InvalidProgramError(f"{where} is past the {len(graph.constant_data)} entries of constant_data")
         entry = graph.constant_data[index]
@@ -176,15 +194,18 @@ def _constant_reader(graph: s.XNNGraph, constant_data: memoryview, named_data):
                 f"{where} at offset {entry.offset} (+{entry.size}) is outside the payload's "
                 f"{len(constant_data)} bytes of constant data"
             )
-        nbytes = int(np.prod(tensor.dims, dtype=np.int64)) * tensor.dtype.itemsize
+        if data is None:
+            raise InvalidProgramError(f"{where}: the named data has no entry {entry.named_key!r}")
+        nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
         if len(data) < nbytes:
-            raise InvalidProgramError(f"{where} has {len(data)} bytes, its shape {list(tensor.dims)} needs {nbytes}")
-        array = np.frombuffer(data, dtype=tensor.dtype, count=nbytes // tensor.dtype.itemsize).reshape(tensor.dims)
-        if array.ctypes.data % tensor.dtype.itemsize:
-            array = array.copy()
-        array.flags.writeable = False
-        return array
+            raise InvalidProgramError(f"{where} has {len(data)} bytes, its shape {list(dims)} needs {nbytes}")
+        result = np.frombuffer(data, dtype=dtype, count=nbytes // dtype.itemsize).reshape(dims)
+        if result.ctypes.data % dtype.itemsize:
+            result = result.copy()
+        result.flags.writeable = False
+        return result
 
+    read.scales = scales
     return read
 
 
@@ -214,6 +235,12 @@ def _clamp_step(ctx: NodeContext, out: np.ndarray | None) -> Callable | None:
     return functools.partial(np.clip, out, low, high, out=out)
 
 
+def _quantized_ids(values: _GraphValues, node) -> list[int]:
+    """The quantized values a node reads or writes (its ``*_id`` fields)."""
+    ids = [v for k, v in vars(node).items() if k.endswith("_id") and isinstance(v, int)]
+    return [i for i in ids if i in values.tensors and values.tensors[i].quant is not None]
+
+
 def build_plan(graph: s.XNNGraph, constant_data: memoryview, named_data) -> Plan:
     """Lays out values and steps for ``graph``; `InvalidProgramError` naming the node for
     anything malformed or not supported (an unknown node kind, a quantized value...)."""
@@ -229,11 +256,16 @@ def build_plan(graph: s.XNNGraph, constant_data: memoryview, named_data) -> Plan
         ctx = NodeContext(values, index, xnode)
         if node is None:
             raise ctx.error("the node is empty")
-        build = BUILDERS.get(ctx.kind)
+        quantized = _quantized_ids(values, node)
+        build = (QUANTIZED_BUILDERS if quantized else BUILDERS).get(ctx.kind)
         if build is None:
-            raise ctx.error("this node type is not supported by torchedge's XNNPACK interpreter")
+            what = f"with quantized values {quantized}" if quantized else "type"
+            raise ctx.error(f"this node {what} is not supported by torchedge's XNNPACK interpreter")
         step = build(node, ctx)
-        clamp = _clamp_step(ctx, values.buffers.get(getattr(node, "output_id", None)))
+        output_id = getattr(node, "output_id", None)
+        # A quantized output's fused clamp is applied by its builder, in the quantized domain.
+        output_quantized = output_id in values.tensors and values.tensors[output_id].quant is not None
+        clamp = None if output_quantized else _clamp_step(ctx, values.buffers.get(output_id))
         if clamp is not None:
             ctx.check(step is not None, "has a fused output clamp but its output is a view of its input")
         plan.steps.extend((index, ctx.kind, s) for s in (step, clamp) if s is not None)

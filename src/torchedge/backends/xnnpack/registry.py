@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["BUILDERS", "builds"]
+__all__ = ["BUILDERS", "QUANTIZED_BUILDERS", "builds", "builds_quantized"]
 
 BUILDERS: dict[str, Callable] = {}
+QUANTIZED_BUILDERS: dict[str, Callable] = {}  # for nodes that read or write a quantized value
 
 
 def builds(*kinds: str):
@@ -22,6 +23,18 @@ def builds(*kinds: str):
     def decorate(fn: Callable) -> Callable:
         for kind in kinds:
             BUILDERS[kind] = fn
+        return fn
+
+    return decorate
+
+
+def builds_quantized(*kinds: str):
+    """Registers the decorated function as the builder of each node kind in ``kinds`` when the
+    node reads or writes a quantized value (`nodes_quantized`)."""
+
+    def decorate(fn: Callable) -> Callable:
+        for kind in kinds:
+            QUANTIZED_BUILDERS[kind] = fn
         return fn
 
     return decorate

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from torchedge.backends.xnnpack import nodes_elementwise, nodes_linear_conv, nodes_pooling, nodes_shape  # noqa: F401
+from torchedge.backends.xnnpack import (  # noqa: F401
+    nodes_elementwise,
+    nodes_linear_conv,
+    nodes_pooling,
+    nodes_quantized,
+    nodes_shape,
+)
 from torchedge.backends.xnnpack.graph import Plan, build_plan
 from torchedge.backends.xnnpack.header import split_payload
 from torchedge.backends.xnnpack.payload_tables import decode_graph
