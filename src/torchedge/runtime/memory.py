@@ -8,15 +8,29 @@ what the plan already placed.
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 
 from torchedge.errors import InvalidProgramError, MemoryPlanError
 
 __all__ = ["MemoryManager"]
 
-# Refuse plans larger than this unless the caller raises the limit: a corrupt
-# size field must not trigger a huge allocation.
-DEFAULT_MAX_ARENA_BYTES = 16 << 30
+
+def _default_max_bytes() -> int:
+    """Half the machine's physical memory, at most 4 GiB (4 GiB when it cannot be read)."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 4 << 30
+    return min(4 << 30, max(physical // 2, 256 << 20)) if physical > 0 else 4 << 30
+
+
+# Refuse plans larger than this unless the caller raises the limit (``max_arena_bytes``): a
+# corrupt size field must not trigger a huge allocation. It bounds the planned arenas of a
+# method together, every tensor the file sizes, and the run's allocations.
+DEFAULT_MAX_ARENA_BYTES = _default_max_bytes()
 
 
 class MemoryManager:
@@ -31,6 +45,8 @@ class MemoryManager:
         shared: dict[int, np.ndarray] | None = None,
         live: frozenset[int] = frozenset(),
     ):
+        if max_arena_bytes is None or max_arena_bytes < 0:
+            raise ValueError(f"max_arena_bytes must be a number of bytes >= 0, got {max_arena_bytes}")
         for memory_id, size in enumerate(planned_sizes, start=1):
             if size < 0:
                 raise InvalidProgramError(f"planned buffer {memory_id} has negative size {size}")
@@ -40,6 +56,12 @@ class MemoryManager:
                     f"limit of {max_arena_bytes}; raise max_arena_bytes if intended"
                 )
         shared = shared or {}
+        total = sum(size for memory_id, size in enumerate(planned_sizes, start=1) if memory_id not in shared)
+        if total > max_arena_bytes:
+            raise MemoryPlanError(
+                f"the planned buffers need {total} bytes together, more than the limit of "
+                f"{max_arena_bytes}; raise max_arena_bytes if intended"
+            )
         self.live = live
         self.arenas = [
             shared[memory_id] if memory_id in shared else np.zeros(size, dtype=np.uint8)
@@ -50,7 +72,7 @@ class MemoryManager:
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Runtime allocation for a data-dependent output, bounded by ``max_runtime_bytes``."""
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(int(s) for s in shape) * dtype.itemsize
         if self.runtime_bytes + nbytes > self.max_runtime_bytes:
             raise MemoryPlanError(
                 f"runtime allocation of {nbytes} bytes for shape {list(shape)} would exceed "

@@ -28,6 +28,7 @@ from torchedge.runtime.threads import (
     check_num_threads,
     encode_num_threads,
 )
+from torchedge.runtime.validation import check_signature, kind_of
 from torchedge.runtime.values import ValueTable
 from torchedge.schema.program import Tensor
 
@@ -36,7 +37,13 @@ __all__ = ["Method"]
 
 class Method:
     """``num_threads``: the threads its kernels use (None: `DEFAULT_NUM_THREADS`); when given, it
-    is also passed to its delegates, overriding their compile-time thread settings."""
+    is also passed to its delegates, overriding their compile-time thread settings.
+
+    ``max_backward_jumps``: how many backward jumps (loop iterations) one run may take before it
+    stops with a `KernelError`, so that a corrupt loop condition cannot hang the caller.
+    """
+
+    max_backward_jumps = 1 << 20
 
     def __init__(
         self,
@@ -58,11 +65,15 @@ class Method:
         self._values = ValueTable(plan, pte, self.memory, self.name, named_data)
         self._inputs = list(plan.inputs or [])
         self._outputs = list(plan.outputs or [])
+        check_signature(self.name, self._inputs, self._outputs, self._values)
+        self.meta = MethodMeta.from_plan(plan)
+        chains = plan.chains or []
+        if len(chains) > 1:
+            raise InvalidProgramError(f"method '{self.name}' has {len(chains)} chains; only one is supported")
+        instructions = chains[0].instructions if chains else []
         self._handles: list = []
         self._delegates = [self._init_delegate(d, pte, named_data) for d in (plan.delegates or [])]
-        compiler = StepCompiler(self.name, plan, self._values, self._delegates, kernel_lookup)
-        for i in self._inputs + self._outputs:
-            compiler.check_value_index(i, "input/output")
+        compiler = StepCompiler(self.name, plan, self._values, self._delegates, kernel_lookup, len(instructions))
         # Outputs the plan gives no memory: the caller supplies it (or execute allocates it).
         self._caller_outputs = {
             pos
@@ -71,12 +82,7 @@ class Method:
         }
         # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
         self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
-        chains = plan.chains or []
-        if len(chains) > 1:
-            raise InvalidProgramError(f"method '{self.name}' has {len(chains)} chains; only one is supported")
-        instructions = chains[0].instructions if chains else []
         self._steps = [compiler.compile(pc, ins) for pc, ins in enumerate(instructions)]
-        self.meta = MethodMeta.from_plan(plan)
         # Kernels need the run's allocator (data-dependent outputs), error scope and thread limit; a fully
         # delegated method runs without them (its delegates sized their own pools at load).
         self._runs_kernels = any(s.kind in (KERNEL, RESIZING_KERNEL) for s in self._steps)
@@ -104,11 +110,20 @@ class Method:
         try:
             backend = get_backend(delegate.id)
         except BackendMissingError as e:
-            raise BackendMissingError(f"method '{self.name}' delegates to {e}") from None
+            raise BackendMissingError(f"method '{self.name}' cannot load its delegate: {e}") from None
         specs = {s.key: bytes(s.value) for s in (delegate.compile_specs or [])}
         if self._requested_threads is not None:
             specs[RUNTIME_NUM_THREADS] = encode_num_threads(self._requested_threads)
-        handle = backend.init(pte.delegate_data(delegate), specs, named_data)
+        data = pte.delegate_data(delegate)
+        try:
+            handle = backend.init(data, specs, named_data)
+        except TorchEdgeError:
+            raise
+        except Exception as e:  # a backend's own error on a corrupt blob: name the method and delegate
+            raise InvalidProgramError(
+                f"method '{self.name}', delegate {delegate.id!r}: expected data its backend can load, "
+                f"init failed: {type(e).__name__}: {e}"
+            ) from e
         self._handles.append((backend, handle))
         return backend, handle
 
@@ -229,6 +244,7 @@ class Method:
         steps = self._steps_without_resizing if self._shapes_current else self._steps
         self._shapes_current = False  # until this run completes
         pc, n = 0, len(steps)
+        budget = self.max_backward_jumps
         try:
             while pc < n:
                 step = steps[pc]
@@ -245,6 +261,13 @@ class Method:
                     step.fn([table[i] for i in step.args])
                 elif kind == JUMP:
                     if not truthy(table[step.args[0]]):
+                        if step.ret <= pc:
+                            budget -= 1
+                            if budget < 0:
+                                raise KernelError(
+                                    f"more than {self.max_backward_jumps} backward jumps in one run "
+                                    "(raise Method.max_backward_jumps if the loop is meant to be that long)"
+                                )
                         pc = step.ret
                         continue
                 elif kind == MOVE:
@@ -257,8 +280,18 @@ class Method:
             raise type(e)(f"method '{self.name}', instruction {pc} ({steps[pc].label}): {e}") from e
         except Exception as e:
             raise KernelError(
-                f"method '{self.name}', instruction {pc} ({steps[pc].label}) failed: {type(e).__name__}: {e}"
+                f"method '{self.name}', instruction {pc} ({steps[pc].label}) failed on arguments "
+                f"{self._describe_args(steps[pc])}: {type(e).__name__}: {e}"
             ) from e
+
+    def _describe_args(self, step: Step) -> str:
+        """The values a failed step received, for its error message: "value 3 (Tensor float32[2, 3]), ..."."""
+        parts = []
+        for i in step.args:
+            value = self._values[i]
+            shape = f" {value.dtype}{list(value.shape)}" if isinstance(value, np.ndarray) else ""
+            parts.append(f"value {i} ({kind_of(self._values, i)}{shape})")
+        return "[" + ", ".join(parts) + "]"
 
     def _store_result(self, index: int, result) -> None:
         """Bind a kernel's returned value: a scalar, a runtime-allocated tensor, or one per out."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from torchedge.errors import InvalidProgramError
 from torchedge.runtime.tensor_view import dtype_of
 from torchedge.schema.program import Bool, Double, Int, String, Tensor, TensorShapeDynamism
 
@@ -37,8 +38,15 @@ class MethodMeta:
 
     @classmethod
     def from_plan(cls, plan) -> MethodMeta:
-        def describe(index: int):
-            val = plan.values[index].val
+        values = plan.values or []
+
+        def describe(index: int, what: str, position: int):
+            if not 0 <= index < len(values):
+                raise InvalidProgramError(
+                    f"method '{plan.name}', {what} {position}: expected a value index below {len(values)}, "
+                    f"found {index}"
+                )
+            val = values[index].val
             if isinstance(val, Tensor):
                 return TensorMeta(
                     tuple(int(s) for s in val.sizes or []),
@@ -51,8 +59,8 @@ class MethodMeta:
         chains = plan.chains or []
         return cls(
             name=plan.name,
-            inputs=tuple(describe(i) for i in plan.inputs or []),
-            outputs=tuple(describe(i) for i in plan.outputs or []),
+            inputs=tuple(describe(i, "input", p) for p, i in enumerate(plan.inputs or [])),
+            outputs=tuple(describe(i, "output", p) for p, i in enumerate(plan.outputs or [])),
             planned_buffer_sizes=tuple(int(s) for s in (plan.non_const_buffer_sizes or [0])[1:]),
             num_instructions=len(chains[0].instructions) if chains else 0,
             operators=tuple(f"{o.name}.{o.overload}" if o.overload else o.name for o in plan.operators or []),

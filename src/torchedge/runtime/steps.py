@@ -16,6 +16,13 @@ import numpy as np
 
 from torchedge.errors import InvalidProgramError, OperatorMissingError
 from torchedge.kernels.registry import op_traits
+from torchedge.runtime.validation import (
+    check_jump,
+    check_kernel_call,
+    check_static_shapes,
+    check_tensors_have_memory,
+    values_set_at_run,
+)
 from torchedge.runtime.values import ValueTable
 from torchedge.schema.program import DelegateCall, FreeCall, JumpFalseCall, KernelCall, MoveCall, Tensor, TensorList
 from torchedge.schema.scalar_type import ScalarType
@@ -42,8 +49,20 @@ class Step:
 class StepCompiler:
     """Compiles the instructions of one method, checking every index they hold."""
 
-    def __init__(self, method_name: str, plan, values: ValueTable, delegates: list, kernel_lookup: Callable):
+    def __init__(
+        self,
+        method_name: str,
+        plan,
+        values: ValueTable,
+        delegates: list,
+        kernel_lookup: Callable,
+        num_instructions: int = 0,
+    ):
         self.method_name = method_name
+        self.num_instructions = num_instructions  # jump destinations lie in 0..num_instructions
+        instructions = plan.chains[0].instructions if plan.chains else []
+        self._set_at_run = values_set_at_run(plan, instructions, values, op_traits)
+        check_tensors_have_memory(method_name, plan, instructions, values, op_traits)
         self.plan = plan
         self.values = values
         self.delegates = delegates
@@ -75,6 +94,7 @@ class StepCompiler:
             )
         if isinstance(args, JumpFalseCall):
             self.check_value_index(args.cond_value_index, where + " condition")
+            check_jump(where, args.destination_instruction, self.num_instructions)
             return Step(JUMP, None, (args.cond_value_index,), args.destination_instruction, "jump_false")
         if isinstance(args, MoveCall):
             self.check_value_index(args.move_from, where)
@@ -101,14 +121,9 @@ class StepCompiler:
                 "register one with torchedge.runtime.register_kernel"
             ) from None
         indices = list(call.args)
-        for i in indices:
-            self.check_value_index(i, where + " argument")
-        if len(indices) < kernel.num_args:
-            raise InvalidProgramError(
-                f"{where}: operator '{name}' takes {kernel.num_args} arguments, the instruction passes {len(indices)}"
-            )
+        where = f"{where} ({name})"
         traits = op_traits(name)
-        written = indices[-1] if traits.written_arg is None else indices[traits.written_arg]
+        written = check_kernel_call(where, name, kernel, traits, indices, self.values)
         step = Step(KERNEL, kernel.fn, tuple(indices[: kernel.num_args]), written, name)
         if traits.view:
             if self._bind_static_view(step):
@@ -122,6 +137,8 @@ class StepCompiler:
                     "torchedge has no shape function for it"
                 )
             step.kind, step.outs, step.shapes = RESIZING_KERNEL, outs, traits.shape
+        elif not traits.data_dependent:
+            check_static_shapes(where, traits, step.args, outs, self.values, self._set_at_run)
         return step
 
     def sizes_depend_on_data(self, step: Step) -> bool:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from torchedge.errors import InvalidProgramError, KernelError
+from torchedge.errors import InvalidProgramError, KernelError, MemoryPlanError
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.named_data import NamedDataMap
 from torchedge.runtime.tensor_view import dtype_of, view_of
@@ -47,13 +47,15 @@ class ValueTable:
     def __init__(self, plan, pte, memory: MemoryManager, method_name: str, named_data: NamedDataMap):
         self.method_name = method_name
         self._named_data = named_data
-        self.schema = [ev.val for ev in plan.values]
+        self._max_bytes = memory.max_runtime_bytes  # no tensor the file describes may be larger
+        self.schema = [ev.val for ev in plan.values or []]
         self.values: list = [None] * len(self.schema)
         # DYNAMIC_BOUND planned tensors: the memory of their upper-bound shape, to resize within.
         self.capacity: dict[int, tuple] = {}
         # DYNAMIC_UNBOUND tensors without planned memory: (dtype, dim_order), allocated when resized.
         self.unbounded: dict[int, tuple] = {}
         self._dependents: dict[int, list[int]] = {}
+        self.constants: set[int] = set()  # read-only tensors (the program's or external data)
         for i, val in enumerate(self.schema):
             if not isinstance(val, LIST_TYPES):
                 self.values[i] = self._load_leaf(i, val, pte, memory)
@@ -61,6 +63,7 @@ class ValueTable:
             if isinstance(val, LIST_TYPES):
                 for item in val.items:
                     self._check_index(item, i, allow_none=isinstance(val, OptionalTensorList))
+                    self._check_item_kind(item, i, val)
                     self._dependents.setdefault(item, []).append(i)
                 self.values[i] = self._resolve_list(val)
 
@@ -82,7 +85,13 @@ class ValueTable:
         if index in self.unbounded:
             dtype, dim_order = self.unbounded[index]
             self._check_rank(index, shape, dim_order)
-            buffer = np.empty(math.prod(shape) * dtype.itemsize, np.uint8)
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes > self._max_bytes:
+                raise MemoryPlanError(
+                    f"{self._where(index)}: shape {list(shape)} needs {nbytes} bytes, more than the "
+                    f"limit of {self._max_bytes}; raise max_arena_bytes if intended"
+                )
+            buffer = np.empty(nbytes, np.uint8)
             self.set(index, view_of(buffer, 0, dtype, shape, dim_order, self._where(index)))
             return True
         buffer, offset, dtype, bound, dim_order = self.capacity[index]
@@ -115,6 +124,18 @@ class ValueTable:
         if not 0 <= item < len(self.schema):
             raise InvalidProgramError(f"{self._where(owner)}: list item {item} is not a value index")
 
+    def _check_item_kind(self, item: int, owner: int, val) -> None:
+        """Tensor lists hold tensors; boxed int lists hold ints (symbolic sizes included)."""
+        if item == -1 and isinstance(val, OptionalTensorList):
+            return
+        expected = Int if isinstance(val, IntList) else Tensor
+        found = self.schema[item]
+        if not isinstance(found, expected) and not (isinstance(val, OptionalTensorList) and isinstance(found, Null)):
+            raise InvalidProgramError(
+                f"{self._where(owner)}: expected the items of a {type(val).__name__} to be {expected.__name__} "
+                f"values, found value {item}, a {type(found).__name__}"
+            )
+
     def _resolve_list(self, val):
         if isinstance(val, IntList):
             return tuple(self.values[i] for i in val.items)
@@ -139,6 +160,17 @@ class ValueTable:
             return tuple(val.items)
         raise InvalidProgramError(f"{self._where(index)}: unsupported value type {type(val).__name__}")
 
+    def _check_size(self, sizes: list[int], dtype: np.dtype, where: str, limit: int) -> None:
+        """Refuse, before anything is allocated or viewed, a size no buffer of this method may hold."""
+        if any(s < 0 for s in sizes):
+            raise InvalidProgramError(f"{where}: expected sizes >= 0, found {sizes}")
+        nbytes = math.prod(sizes) * dtype.itemsize
+        if nbytes > limit:
+            raise MemoryPlanError(
+                f"{where}: tensor of sizes {sizes} ({dtype}) needs {nbytes} bytes, more than the "
+                f"limit of {limit}; raise max_arena_bytes if intended"
+            )
+
     def _external_tensor(self, key: str, dtype, sizes, dim_order, where: str) -> np.ndarray:
         """A constant stored by name outside the program (a `.ptd`): exactly its bytes, read-only."""
         blob = self._named_data.get(key)
@@ -159,7 +191,12 @@ class ValueTable:
             raise InvalidProgramError(f"{where}: storage_offset {t.storage_offset} is not supported (must be 0)")
         dtype = dtype_of(t.scalar_type, where)
         sizes, dim_order = list(t.sizes or []), list(t.dim_order or [])
-        if info is not None and info.location == TensorDataLocation.EXTERNAL:
+        external = info is not None and info.location == TensorDataLocation.EXTERNAL
+        # A constant's bytes are the file's (view_of bounds them); planned and runtime memory has the cap.
+        constant = external or (t.allocation_info is None and t.data_buffer_idx > 0)
+        self._check_size(sizes, dtype, where, 1 << 62 if constant else self._max_bytes)
+        if external and info is not None:
+            self.constants.add(index)
             return self._external_tensor(info.fully_qualified_name or "", dtype, sizes, dim_order, where)
         if t.allocation_info is not None:
             a = t.allocation_info
@@ -173,6 +210,7 @@ class ValueTable:
                 np.copyto(array, initial)
             return array
         if t.data_buffer_idx > 0:
+            self.constants.add(index)
             return view_of(pte.constant_data(t.data_buffer_idx), 0, dtype, sizes, dim_order, where)
         if t.shape_dynamism == TensorShapeDynamism.DYNAMIC_UNBOUND:
             self.unbounded[index] = (dtype, dim_order or list(range(len(sizes))))

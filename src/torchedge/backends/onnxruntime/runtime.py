@@ -14,7 +14,7 @@ from operator import is_
 import numpy as np
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, session_threads
-from torchedge.errors import KernelError
+from torchedge.errors import InvalidProgramError, KernelError
 from torchedge.runtime.backend import BackendInterface, register_backend
 
 __all__ = ["OnnxRuntimeDelegate"]
@@ -56,13 +56,19 @@ class OnnxRuntimeDelegate(BackendInterface):
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.intra_op_num_threads = session_threads(compile_specs)
-        session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
-        return _Session(
-            session,
-            [i.name for i in session.get_inputs()],
-            [o.name for o in session.get_outputs()],
-            session.io_binding(),
-        )
+        try:
+            session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
+            return _Session(
+                session,
+                [i.name for i in session.get_inputs()],
+                [o.name for o in session.get_outputs()],
+                session.io_binding(),
+            )
+        except Exception as e:  # ONNX Runtime's own types (InvalidProtobuf, Fail...) and decoding errors
+            raise InvalidProgramError(
+                f"{BACKEND_ID}: expected a valid ONNX model in the delegate's {len(processed)} bytes, "
+                f"ONNX Runtime refused it: {type(e).__name__}: {e}"
+            ) from e
 
     def execute(self, handle: _Session, args) -> None:
         """Run on our arrays in place: ONNX Runtime reads the inputs and writes the planned outputs.
