@@ -182,52 +182,29 @@ def _embedding(op: str, nbit: int, weight, scales, zero_points, quant_min, quant
     write(out, rows.reshape(out.shape))
 
 
-@register_kernel("quantized_decomposed::embedding_byte.out", shape=_embedding_shape(8))
-def embedding_byte(weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, out):
-    op = "quantized_decomposed::embedding_byte.out"
-    args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-    _embedding(op, 8, *args, None, out)
+def _embedding_kernels(name: str, bits: int):
+    """The ``.out`` (weight dtype from the scales) and ``.dtype_out`` kernels of one bit width."""
+    shape = _embedding_shape(bits)
+
+    @register_kernel(f"quantized_decomposed::{name}.out", shape=shape)
+    def kernel(weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, out):
+        args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
+        _embedding(f"quantized_decomposed::{name}.out", bits, *args, None, out)
+
+    @register_kernel(f"quantized_decomposed::{name}.dtype_out", shape=shape)
+    def kernel_dtype(
+        weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, dtype, out
+    ):
+        args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
+        _embedding(f"quantized_decomposed::{name}.dtype_out", bits, *args, dtype, out)
+
+    kernel.__name__, kernel_dtype.__name__ = name, f"{name}_dtype"
+    return kernel
 
 
-@register_kernel("quantized_decomposed::embedding_byte.dtype_out", shape=_embedding_shape(8))
-def embedding_byte_dtype(
-    weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, dtype, out
-):
-    op = "quantized_decomposed::embedding_byte.dtype_out"
-    args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-    _embedding(op, 8, *args, dtype, out)
-
-
-@register_kernel("quantized_decomposed::embedding_4bit.out", shape=_embedding_shape(4))
-def embedding_4bit(weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, out):
-    op = "quantized_decomposed::embedding_4bit.out"
-    args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-    _embedding(op, 4, *args, None, out)
-
-
-@register_kernel("quantized_decomposed::embedding_4bit.dtype_out", shape=_embedding_shape(4))
-def embedding_4bit_dtype(
-    weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, dtype, out
-):
-    op = "quantized_decomposed::embedding_4bit.dtype_out"
-    args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-    _embedding(op, 4, *args, dtype, out)
-
-
-@register_kernel("quantized_decomposed::embedding_2bit.out", shape=_embedding_shape(2))
-def embedding_2bit(weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, out):
-    op = "quantized_decomposed::embedding_2bit.out"
-    args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-    _embedding(op, 2, *args, None, out)
-
-
-@register_kernel("quantized_decomposed::embedding_2bit.dtype_out", shape=_embedding_shape(2))
-def embedding_2bit_dtype(
-    weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, dtype, out
-):
-    op = "quantized_decomposed::embedding_2bit.dtype_out"
-    args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-    _embedding(op, 2, *args, dtype, out)
+embedding_byte = _embedding_kernels("embedding_byte", 8)
+embedding_4bit = _embedding_kernels("embedding_4bit", 4)
+embedding_2bit = _embedding_kernels("embedding_2bit", 2)
 
 
 # -- int8-weight matrix products ----------------------------------------------------------------
