@@ -182,29 +182,34 @@ def _embedding(op: str, nbit: int, weight, scales, zero_points, quant_min, quant
     write(out, rows.reshape(out.shape))
 
 
-def _embedding_kernels(name: str, bits: int):
+def _embedding_kernels(bits: int, out_name: str, dtype_out_name: str):
     """The ``.out`` (weight dtype from the scales) and ``.dtype_out`` kernels of one bit width."""
     shape = _embedding_shape(bits)
 
-    @register_kernel(f"quantized_decomposed::{name}.out", shape=shape)
+    @register_kernel(out_name, shape=shape)
     def kernel(weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, out):
         args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-        _embedding(f"quantized_decomposed::{name}.out", bits, *args, None, out)
+        _embedding(out_name, bits, *args, None, out)
 
-    @register_kernel(f"quantized_decomposed::{name}.dtype_out", shape=shape)
+    @register_kernel(dtype_out_name, shape=shape)
     def kernel_dtype(
         weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices, dtype, out
     ):
         args = (weight, weight_scales, weight_zero_points, weight_quant_min, weight_quant_max, indices)
-        _embedding(f"quantized_decomposed::{name}.dtype_out", bits, *args, dtype, out)
+        _embedding(dtype_out_name, bits, *args, dtype, out)
 
-    kernel.__name__, kernel_dtype.__name__ = name, f"{name}_dtype"
     return kernel
 
 
-embedding_byte = _embedding_kernels("embedding_byte", 8)
-embedding_4bit = _embedding_kernels("embedding_4bit", 4)
-embedding_2bit = _embedding_kernels("embedding_2bit", 2)
+embedding_byte = _embedding_kernels(
+    8, "quantized_decomposed::embedding_byte.out", "quantized_decomposed::embedding_byte.dtype_out"
+)
+embedding_4bit = _embedding_kernels(
+    4, "quantized_decomposed::embedding_4bit.out", "quantized_decomposed::embedding_4bit.dtype_out"
+)
+embedding_2bit = _embedding_kernels(
+    2, "quantized_decomposed::embedding_2bit.out", "quantized_decomposed::embedding_2bit.dtype_out"
+)
 
 
 # -- int8-weight matrix products ----------------------------------------------------------------
