@@ -15,6 +15,7 @@ from typing import BinaryIO
 import torch
 from torch.export import ExportedProgram
 
+from torchedge.devtools.etrecord import ETRecord
 from torchedge.errors import ExportError
 from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
@@ -53,15 +54,29 @@ def _as_method_dict(programs) -> dict[str, ExportedProgram]:
 
 
 def to_edge(
-    programs, constant_methods: dict | None = None, compile_config: EdgeCompileConfig | None = None
+    programs,
+    constant_methods: dict | None = None,
+    compile_config: EdgeCompileConfig | None = None,
+    generate_etrecord: bool = False,
 ) -> EdgeProgramManager:
-    """Lower exported programs to the Edge dialect (core ATen, no view ops)."""
+    """Lower exported programs to the Edge dialect (core ATen, no view ops).
+
+    ``generate_etrecord=True`` records a copy of the exported and Edge programs; the
+    `ExecutorchProgramManager` that ``to_executorch`` returns completes it (`get_etrecord`).
+    """
     config = compile_config or EdgeCompileConfig()
+    exported = _as_method_dict(programs)
+    recorded = copy.deepcopy(exported) if generate_etrecord else None
     methods = {
         name: run_stages(EDGE_STAGES, MethodState(name, config, program=ep), config._check_ir_validity).program
-        for name, ep in _as_method_dict(programs).items()
+        for name, ep in exported.items()
     }
-    return EdgeProgramManager(methods, constant_methods or {}, config)
+    edge = EdgeProgramManager(methods, constant_methods or {}, config)
+    if recorded is not None:
+        edge._etrecord = ETRecord()
+        edge._etrecord.add_exported_program(recorded)
+        edge._etrecord.add_edge_dialect_program(copy.deepcopy(edge))
+    return edge
 
 
 def to_edge_transform_and_lower(
@@ -70,21 +85,39 @@ def to_edge_transform_and_lower(
     partitioner=None,
     constant_methods: dict | None = None,
     compile_config: EdgeCompileConfig | None = None,
+    generate_etrecord: bool = False,
 ) -> EdgeProgramManager:
-    """`to_edge`, then the user's passes, then delegation to each partitioner in order."""
-    edge = to_edge(programs, constant_methods, compile_config)
+    """`to_edge`, then the user's passes, then delegation to each partitioner in order.
+
+    With ``generate_etrecord`` the ETRecord holds the Edge program before lowering, and the
+    one after the passes as ``edge_after_transform`` (ExecuTorch's name)."""
+    edge = to_edge(programs, constant_methods, compile_config, generate_etrecord)
     if transform_passes:
         edge = edge.transform(transform_passes)
+        if edge._etrecord is not None:
+            edge._etrecord.add_extra_export_modules({"edge_after_transform": copy.deepcopy(edge)})
     if partitioner:
         edge = edge.to_backend(partitioner)
     return edge
 
 
 class EdgeProgramManager:
-    def __init__(self, methods: dict[str, ExportedProgram], constant_methods: dict, compile_config: EdgeCompileConfig):
+    def __init__(
+        self,
+        methods: dict[str, ExportedProgram],
+        constant_methods: dict,
+        compile_config: EdgeCompileConfig,
+        etrecord: ETRecord | None = None,
+    ):
         self._methods = methods
         self._constant_methods = constant_methods
         self.compile_config = compile_config
+        self._etrecord = etrecord
+
+    def get_etrecord(self) -> ETRecord:
+        """The ETRecord begun by ``generate_etrecord=True`` (programs only; the maps come with
+        `to_executorch`)."""
+        return _recorded(self._etrecord)
 
     @property
     def methods(self) -> set[str]:
@@ -112,7 +145,7 @@ class EdgeProgramManager:
             ).program
             for name, ep in self._methods.items()
         }
-        return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
+        return EdgeProgramManager(methods, self._constant_methods, self.compile_config, self._etrecord)
 
     def to_backend(self, partitioner) -> EdgeProgramManager:
         """Delegate what ``partitioner`` tags in every method; returns a new manager."""
@@ -122,7 +155,7 @@ class EdgeProgramManager:
             for p in partitioners:
                 ep = to_backend(ep, p)
             methods[name] = ep
-        return EdgeProgramManager(methods, self._constant_methods, self.compile_config)
+        return EdgeProgramManager(methods, self._constant_methods, self.compile_config, self._etrecord)
 
     def to_executorch(self, config: ExecutorchBackendConfig | None = None) -> ExecutorchProgramManager:
         """Out variants, memory planning and emission; serialises to `.pte` bytes."""
@@ -181,7 +214,19 @@ class EdgeProgramManager:
             mutable_data=[b.storage for b in mutable_data.buffers()],
         )
         data_files = {} if external is None else {EXTERNAL_CONSTANTS_FILE: _ptd_of(external)}
-        return ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles, data_files)
+        manager = ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles, data_files)
+        if self._etrecord is not None:
+            manager._etrecord = self._etrecord.copy()
+            manager._etrecord.add_executorch_program(manager)
+        return manager
+
+
+def _recorded(etrecord: ETRecord | None) -> ETRecord:
+    if etrecord is None:
+        raise ExportError(
+            "no ETRecord was generated: pass generate_etrecord=True to to_edge or to_edge_transform_and_lower"
+        )
+    return etrecord
 
 
 def _ptd_of(external: ExternalConstants) -> bytes:
@@ -220,6 +265,12 @@ class ExecutorchProgramManager:
         self._program = program
         self._graph_modules = graph_modules
         self.memory_plans = memory_plans
+        self._etrecord: ETRecord | None = None
+
+    def get_etrecord(self) -> ETRecord:
+        """The ETRecord of a program compiled with ``generate_etrecord=True``: ``.save(path)`` it
+        for ExecuTorch's Inspector or torchedge's."""
+        return _recorded(self._etrecord)
 
     @property
     def buffer(self) -> bytes:

@@ -15,7 +15,8 @@ class LoweredBackendModule(torch.nn.Module):
     """A partition after ``preprocess``: the backend id, its opaque bytes and compile specs.
 
     ``original_module`` (the partition's Edge program) keeps the graph runnable
-    in eager mode and lets devtools map the delegate back to source.
+    in eager mode and lets devtools map the delegate back to source; ``debug_handle_map``
+    is the backend's own (`PreprocessResult.debug_handle_map`).
     """
 
     def __init__(
@@ -24,12 +25,15 @@ class LoweredBackendModule(torch.nn.Module):
         processed_bytes: bytes,
         compile_specs: list[CompileSpec],
         original_module: ExportedProgram,
+        debug_handle_map: dict | None = None,
     ):
         super().__init__()
         self.backend_id = backend_id
         self.processed_bytes = processed_bytes
         self.compile_specs = list(compile_specs)
         self.original_module = original_module
+        # What the backend says its internal events stand for (ExecuTorch's ``meta["debug_handle_map"]``).
+        self.meta = {"debug_handle_map": debug_handle_map or {}}
 
     def forward(self, *args):
         return executorch_call_delegate(self, *args)

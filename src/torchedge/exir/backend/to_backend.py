@@ -55,7 +55,9 @@ def lower_whole_program(
 ) -> LoweredBackendModule:
     """Preprocess a whole Edge program with one backend."""
     result = backend_by_id(backend_id).preprocess(edge_program, list(compile_specs))
-    return LoweredBackendModule(backend_id, result.processed_bytes, compile_specs, edge_program)
+    return LoweredBackendModule(
+        backend_id, result.processed_bytes, compile_specs, edge_program, result.debug_handle_map
+    )
 
 
 def to_backend(*args):
