@@ -2,7 +2,7 @@
 
 The torch side of the dtype table of `torchedge.schema.scalar_type`: every code with a NumPy
 dtype maps to the torch dtype of the same name; `_TORCH_ONLY` lists those NumPy cannot
-express. `to_numpy`/`to_torch` are the one torch <-> NumPy bridge (bfloat16 included).
+express. `to_numpy`/`to_torch` copy through `torchedge.kernels.torch_arrays`, the one bridge.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from torchedge.errors import ExportError
+from torchedge.kernels import torch_arrays
 from torchedge.schema.scalar_type import NUMPY_NAMES, STORAGE_ONLY, ScalarType, numpy_dtype
 
 __all__ = [
@@ -64,17 +65,10 @@ def numpy_dtype_of(dtype: torch.dtype) -> np.dtype:
 
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A contiguous NumPy copy of ``tensor``; bfloat16 bit for bit as ``ml_dtypes.bfloat16``
-    (torch cannot hand bfloat16 to NumPy: its bits go through an int16 view)."""
-    tensor = tensor.detach().contiguous()
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(numpy_dtype(ScalarType.BFLOAT16)).copy()
-    return tensor.numpy().copy()
+    """A contiguous NumPy copy of ``tensor``; bfloat16 bit for bit as ``ml_dtypes.bfloat16``."""
+    return torch_arrays.to_numpy(tensor.contiguous(), copy=True)
 
 
 def to_torch(array: np.ndarray) -> torch.Tensor:
     """The torch tensor of ``array`` (a contiguous copy); ``ml_dtypes.bfloat16`` becomes torch.bfloat16."""
-    array = np.ascontiguousarray(array)
-    if array.dtype.name == "bfloat16":
-        return torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(array.copy())
+    return torch_arrays.to_torch(np.ascontiguousarray(array), copy=True)

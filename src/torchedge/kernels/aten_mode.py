@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from torchedge.errors import KernelError
 from torchedge.kernels.registry import Kernel, get_kernel
+from torchedge.kernels.torch_arrays import to_numpy, to_torch
 from torchedge.schema.scalar_type import numpy_dtype
 
 __all__ = ["get_aten_kernel"]
@@ -27,15 +26,6 @@ def _torch():
     return torch
 
 
-def _to_torch(array: np.ndarray):
-    torch = _torch()
-    if array.dtype.name == "bfloat16":  # NumPy bfloat16 comes from ml_dtypes: reinterpret the bits
-        return torch.from_numpy(array.view(np.uint16)).view(torch.bfloat16)
-    if not array.flags.writeable:  # constants: torch wants writable memory even for inputs
-        array = array.copy()
-    return torch.from_numpy(array)
-
-
 def _dtype(code: int):
     # NumPy's dtype names (float32, int64, bool, bfloat16 from ml_dtypes...) are torch's attribute names.
     return getattr(_torch(), numpy_dtype(code).name)
@@ -45,9 +35,9 @@ def _converter(arg_type: str):
     """How one schema argument goes from the runtime's value to torch's."""
     torch = _torch()
     if "Tensor" in arg_type and "[]" not in arg_type and "List" not in arg_type:
-        return lambda v: None if v is None else _to_torch(v)
+        return lambda v: None if v is None else to_torch(v)
     if "Tensor" in arg_type:
-        return lambda v: [None if t is None else _to_torch(t) for t in v]
+        return lambda v: [None if t is None else to_torch(t) for t in v]
     if "ScalarType" in arg_type:
         return lambda v: None if v is None else _dtype(v)
     if "MemoryFormat" in arg_type:
@@ -86,7 +76,7 @@ def get_aten_kernel(op_name: str) -> Kernel:
         except RuntimeError as e:
             raise KernelError(f"{op_name} (ATen): {e}") from None
         if returns_value:
-            return result.numpy() if hasattr(result, "numpy") else result
+            return to_numpy(result) if isinstance(result, _torch().Tensor) else result
         return None
 
     call.__name__ = f"aten_{name}_{overload}"

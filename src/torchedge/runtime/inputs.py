@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from torchedge.errors import InputError
+from torchedge.kernels.torch_arrays import to_numpy
 
 __all__ = ["as_numpy"]
 
@@ -20,11 +19,7 @@ def as_numpy(value, expected_dtype: np.dtype, where: str) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value
     if _is_torch_tensor(value):
-        tensor = value.detach().cpu()
-        if str(tensor.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: reinterpret the bits
-            torch = sys.modules["torch"]  # already imported: the caller made a torch tensor
-            return tensor.view(torch.int16).numpy().view(expected_dtype)
-        return tensor.numpy()
+        return to_numpy(value)
     if isinstance(value, (bool, int, float, list, tuple)):
         try:
             return np.asarray(value, dtype=expected_dtype)
