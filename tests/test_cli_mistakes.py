@@ -11,6 +11,7 @@ import pytest
 
 from torchedge.cli.inputs import random_inputs
 from torchedge.cli.main import build_parser, main
+from torchedge.errors import MethodMissingError
 from torchedge.runtime.method_meta import MethodMeta, TensorMeta
 
 USER_MODELS = """
@@ -188,7 +189,7 @@ def test_version(capsys):
 def test_debug_shows_the_traceback(mlp_pte, capsys):
     assert "no method 'nope'" in fails(capsys, ["run", mlp_pte, "--method", "nope"])
     for argv in (["--debug", "run", mlp_pte, "--method", "nope"], ["run", mlp_pte, "--method", "nope", "--debug"]):
-        with pytest.raises(KeyError):
+        with pytest.raises(MethodMissingError):
             main(argv)
 
 

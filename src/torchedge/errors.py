@@ -11,7 +11,9 @@ __all__ = [
     "InvalidProgramError",
     "InputError",
     "OperatorMissingError",
+    "MethodMissingError",
     "KernelError",
+    "OutputMismatchError",
     "BackendMissingError",
     "MemoryPlanError",
     "ExportError",
@@ -35,8 +37,16 @@ class OperatorMissingError(TorchEdgeError, LookupError):
     """A program calls an operator for which no kernel is registered."""
 
 
+class MethodMissingError(TorchEdgeError, LookupError):
+    """A program has no method of the requested name."""
+
+
 class KernelError(TorchEdgeError, RuntimeError):
     """A kernel failed while executing an instruction."""
+
+
+class OutputMismatchError(TorchEdgeError, RuntimeError):
+    """A method's outputs differ from the outputs its bundled test case expects."""
 
 
 class BackendMissingError(TorchEdgeError, LookupError):

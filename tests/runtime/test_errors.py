@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from torchedge.errors import InputError, InvalidProgramError, OperatorMissingError
+from torchedge.errors import InputError, InvalidProgramError, MethodMissingError, OperatorMissingError
 from torchedge.runtime import Runtime
 from torchedge.serialize import deserialize_pte, serialize_pte
 
@@ -70,5 +70,5 @@ def test_wrong_inputs(add_relu):
 
 def test_unknown_method(add_relu):
     _, _, pte = add_relu
-    with pytest.raises(KeyError, match="no method 'nope'"):
+    with pytest.raises(MethodMissingError, match="no method 'nope'"):
         Runtime.get().load_program(pte).load_method("nope")

@@ -1,4 +1,8 @@
-"""`torchedge run` and `torchedge bench`: execute and time a .pte on the NumPy runtime."""
+"""`torchedge run` and `torchedge bench`: execute and time a .pte on the NumPy runtime.
+
+`torchedge run` given a bundled program (a ``.bpte``, recognised by its ``BP08`` identifier)
+verifies it instead: every test case of every method, one line each, exit status 1 if any fails.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ __all__ = ["cmd_run", "cmd_bench"]
 def cmd_run(args) -> int:
     from torchedge.runtime import Runtime
 
+    if _is_bundled_program(args.pte):
+        return _verify_bundled_program(args)
     method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads)
     inputs = load_inputs(args, method.meta)
     outputs = method.execute(inputs)
@@ -23,6 +29,43 @@ def cmd_run(args) -> int:
     timing = time_calls({"torchedge": lambda: method.execute(inputs)}, args.repeat, warmup=0)["torchedge"]
     print(f"latency: {latency(timing)} ({args.repeat} runs, {threads_text(method.num_threads)})")
     return 0
+
+
+def _is_bundled_program(path) -> bool:
+    from torchedge.serialize.bundled_program import is_bundled_program
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError:
+        return False  # the .pte loader says what is wrong with the path
+    return is_bundled_program(head)
+
+
+def _verify_bundled_program(args) -> int:
+    """Run every test case of a bundled program; one line per case, status 1 if any fails."""
+    from torchedge.errors import InputError
+    from torchedge.runtime import Runtime
+    from torchedge.runtime.bundled_program import load_bundled_program
+
+    if args.inputs is not None:
+        raise InputError(f"{args.pte} is a bundled program: it runs the inputs it carries, not --inputs")
+    bundle = load_bundled_program(args.pte, Runtime.get(num_threads=args.threads))
+    results = bundle.verify()
+    for r in results:
+        if r.passed is None:
+            print(f"{r.method_name} test case {r.index}: ran (no expected outputs to verify)")
+        else:
+            verdict = "pass" if r.passed else "FAIL"
+            detail = f": {r.message}" if r.message else ""
+            print(f"{r.method_name} test case {r.index}: {verdict}, max abs error {r.max_abs_error:.3g}{detail}")
+    failed = sum(r.passed is False for r in results)
+    unverified = sum(r.passed is None for r in results)
+    counts = [f"{len(results) - failed - unverified} passed", f"{failed} failed"]
+    if unverified:
+        counts.append(f"{unverified} without expected outputs")
+    print(f"{len(results)} test cases of {len(bundle.method_names)} method(s): {', '.join(counts)}")
+    return 1 if failed else 0
 
 
 def cmd_bench(args) -> int:

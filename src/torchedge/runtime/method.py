@@ -9,6 +9,8 @@ the outputs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from torchedge.errors import BackendMissingError, InputError, InvalidProgramError, KernelError, TorchEdgeError
@@ -31,6 +33,9 @@ from torchedge.runtime.threads import (
 from torchedge.runtime.validation import check_signature, kind_of
 from torchedge.runtime.values import ValueTable
 from torchedge.schema.program import Tensor
+
+if TYPE_CHECKING:
+    from torchedge.runtime.event_tracer import EventTracer
 
 __all__ = ["Method"]
 
@@ -55,8 +60,10 @@ class Method:
         live_memory: frozenset[int] = frozenset(),
         num_threads: int | None = None,
         named_data: NamedDataMap | None = None,
+        tracer: EventTracer | None = None,
     ):
         self.name = plan.name
+        self._tracer = tracer
         named_data = named_data if named_data is not None else NamedDataMap()
         self._requested_threads = None if num_threads is None else check_num_threads(num_threads)
         sizes = list(plan.non_const_buffer_sizes or [0])[1:]
@@ -83,6 +90,12 @@ class Method:
         # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
         self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
         self._steps = [compiler.compile(pc, ins) for pc, ins in enumerate(instructions)]
+        if tracer is not None:
+            from torchedge.runtime.event_tracer import traced_steps  # tracing code loads only when used
+
+            self._steps = traced_steps(self._steps, tracer, self._values.values)
+            for memory_id, arena in enumerate(self.memory.arenas, start=1):
+                tracer.allocation(f"planned memory {memory_id}", arena.nbytes)
         # Kernels need the run's allocator (data-dependent outputs), error scope and thread limit; a fully
         # delegated method runs without them (its delegates sized their own pools at load).
         self._runs_kernels = any(s.kind in (KERNEL, RESIZING_KERNEL) for s in self._steps)
@@ -216,10 +229,33 @@ class Method:
         Outputs compiled with ``alloc_graph_output=False`` are written into the
         arrays given in ``outputs`` (or freshly allocated ones) and returned as is.
         """
+        if self._tracer is not None:
+            return self._traced_execute(inputs, outputs)
+        self._execute(inputs, outputs)
+        return self._results()
+
+    def _execute(self, inputs, outputs) -> None:
         self.set_inputs(inputs)
         if self._caller_outputs or outputs is not None:
             self.set_outputs(outputs)
         self._run()
+
+    def _traced_execute(self, inputs, outputs) -> list:
+        """`execute` recorded as one ``Execute`` event block of the program's tracer."""
+        tracer = self._tracer
+        assert tracer is not None
+        tracer.begin_block("Execute")
+        with tracer.span("Method::execute"):
+            self._execute(inputs, outputs)
+        if self.memory.runtime_bytes:
+            tracer.allocation("runtime", self.memory.runtime_bytes)
+        results = self._results()
+        if tracer.logs_outputs:
+            for value in results:
+                tracer.value(-1, value, output=True)
+        return results
+
+    def _results(self) -> list:
         table = self._values.values
         return [
             v.copy() if copy and isinstance(v, np.ndarray) else v

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from torchedge.errors import InvalidProgramError
+from torchedge.errors import InputError, InvalidProgramError, MethodMissingError
 from torchedge.kernels.registry import Kernel, get_kernel
 from torchedge.runtime.data_loader import DataLoader
 from torchedge.runtime.method import Method
@@ -15,12 +16,16 @@ from torchedge.runtime.threads import check_num_threads
 from torchedge.serialize import deserialize_pte
 from torchedge.serialize.ptd import read_ptd
 
+if TYPE_CHECKING:
+    from torchedge.runtime.event_tracer import EventTracer
+
 __all__ = ["Program"]
 
 
 class Program:
     """``num_threads``: the threads of the methods it loads, unless `load_method` says otherwise
-    (None: the runtime's default, see `torchedge.runtime.threads`)."""
+    (None: the runtime's default, see `torchedge.runtime.threads`). ``tracer``: records the
+    loads and runs of its methods (see `Runtime.load_program`'s ``enable_etdump``)."""
 
     def __init__(
         self,
@@ -28,8 +33,10 @@ class Program:
         kernel_lookup: Callable[[str], Kernel] = get_kernel,
         num_threads: int | None = None,
         data: Sequence[tuple[str, DataLoader]] = (),
+        tracer: EventTracer | None = None,
     ):
         self._kernel_lookup = kernel_lookup
+        self._tracer = tracer
         self._num_threads = None if num_threads is None else check_num_threads(num_threads)
         self._loader = loader  # constants are views onto its bytes: keep it alive
         self._pte = deserialize_pte(loader.data)
@@ -59,7 +66,8 @@ class Program:
     def _plan(self, name: str):
         plan = self._plans.get(name)
         if plan is None:
-            raise KeyError(f"the program has no method '{name}'; methods: {', '.join(self._plans) or 'none'}")
+            methods = ", ".join(self._plans) or "none"
+            raise MethodMissingError(f"the program has no method '{name}'; methods: {methods}")
         return plan
 
     def load_method(
@@ -74,10 +82,31 @@ class Program:
         plan = self._plan(name)
         if num_threads is None:
             num_threads = self._num_threads
+        tracer = self._tracer
+        if tracer is None:
+            return self._load_method(plan, max_arena_bytes, num_threads)
+        with tracer.span("Program::load_method"):
+            return self._load_method(plan, max_arena_bytes, num_threads)
+
+    def _load_method(self, plan, max_arena_bytes: int | None, num_threads: int | None) -> Method:
         shared, live = self._shared_state.arenas_for(plan)
-        return Method(
-            plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data
-        )
+        args = (plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data)
+        if self._tracer is None:
+            return Method(*args)
+        with self._tracer.span("Method::init"):
+            return Method(*args, tracer=self._tracer)
+
+    @property
+    def event_tracer(self) -> EventTracer | None:
+        """The tracer of a program loaded with ``enable_etdump=True`` (None otherwise)."""
+        return self._tracer
+
+    def write_etdump_result_to_file(self, etdump_path, debug_buffer_path=None) -> None:
+        """Write what the program's methods recorded as an ETDump file (ExecuTorch's name and format);
+        with ``debug_buffer_path``, also the debug buffer holding the logged tensors."""
+        if self._tracer is None:
+            raise InputError("the program was loaded without enable_etdump=True: it recorded no events")
+        self._tracer.write(etdump_path, debug_buffer_path)
 
     def metadata(self, name: str = "forward") -> MethodMeta:
         """Signature and planned memory of a method, without allocating it."""

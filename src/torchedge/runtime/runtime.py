@@ -48,15 +48,35 @@ class Runtime:
             cls._instances[key] = cls(kernels, num_threads)
         return cls._instances[key]
 
-    def load_program(self, source, *, mmap: bool = True, data_path=None) -> Program:
+    def load_program(
+        self,
+        source,
+        *,
+        mmap: bool = True,
+        data_path=None,
+        enable_etdump: bool = False,
+        debug_buffer_size: int = 0,
+        debug_level: str | None = None,
+    ) -> Program:
         """Load a `.pte` from a path (memory-mapped unless ``mmap=False``), bytes, or a binary file.
 
         ``data_path`` (ExecuTorch's name): a `.ptd` file, or a list of them, holding the data the
         program keeps outside itself (external constants, delegate weights stored by key).
+
+        ``enable_etdump`` (ExecuTorch's names): record every load and run of the program's methods
+        (per-instruction times, memory); ``debug_buffer_size`` bytes hold the tensors logged at
+        ``debug_level`` (``"intermediates"`` by default when the buffer is given, or ``"outputs"``).
+        Save them with `Program.write_etdump_result_to_file`; read them with
+        `torchedge.devtools.Inspector`. See `torchedge.runtime.event_tracer`.
         """
         sources = [] if data_path is None else data_path if isinstance(data_path, (list, tuple)) else [data_path]
         data = [(_name_of(d), loader_for(d, mmap_file=mmap)) for d in sources]
-        return Program(loader_for(source, mmap_file=mmap), self._lookup, self.num_threads, data)
+        tracer = None
+        if enable_etdump:
+            from torchedge.runtime.event_tracer import EventTracer  # tracing code loads only when used
+
+            tracer = EventTracer(debug_buffer_size, debug_level)
+        return Program(loader_for(source, mmap_file=mmap), self._lookup, self.num_threads, data, tracer)
 
 
 def _name_of(source) -> str:

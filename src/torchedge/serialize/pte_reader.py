@@ -57,6 +57,12 @@ def deserialize_pte(data) -> PteFile:
             f"the file is an ExecuTorch program of format version {identifier.decode()}, which torchedge does not read "
             f"(it reads {FILE_IDENTIFIER.decode()})"
         )
+    if identifier == b"BP08":
+        raise InvalidProgramError(
+            "this is a bundled program (.bpte, identifier b'BP08'), not a .pte: load it with "
+            "torchedge.runtime.bundled_program.load_bundled_program(path) (its .program is the wrapped "
+            "program) or verify it with `torchedge run <file>`"
+        )
     if identifier != FILE_IDENTIFIER:
         raise InvalidProgramError(
             f"not a .pte file: expected identifier {FILE_IDENTIFIER!r} at offset "
