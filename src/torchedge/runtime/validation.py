@@ -1,17 +1,18 @@
 """Load-time checks of a method's instructions and signature against its value table.
 
-The runtime has no operator schemas (they live in torch), so the checks are the
-structural ones the kernel registry and the value table allow: every index in
-range, the value a kernel writes is a writable tensor (or tensor list, or the
-scalar slot of an operator that returns a value), the method's inputs are
-tensors or scalars that a caller may set (never a constant), jump targets inside
-the chain. Each failure is an `InvalidProgramError` saying what was expected,
-what was found and where, so that a malformed `.pte` never reaches a kernel.
+Every index in range, each argument of a kernel of the kind its operator's schema
+takes (`torchedge.kernels.argument_kinds`, a table generated from torch's schemas),
+the value a kernel writes is a writable tensor (or tensor list, or the scalar slot
+of an operator that returns a value), the method's inputs are tensors or scalars
+that a caller may set (never a constant), jump targets inside the chain. Each
+failure is an `InvalidProgramError` saying what was expected, what was found and
+where, so that a malformed `.pte` never reaches a kernel.
 """
 
 from __future__ import annotations
 
 from torchedge.errors import InvalidProgramError
+from torchedge.kernels.argument_kinds import argument_kinds
 from torchedge.kernels.registry import Kernel, OpTraits
 from torchedge.runtime.values import ValueTable
 from torchedge.schema.program import (
@@ -78,6 +79,32 @@ def check_kernel_call(
     where: str, name: str, kernel: Kernel, traits: OpTraits, indices: list[int], values: ValueTable
 ) -> int:
     """Check one kernel instruction's arguments; returns the value index it writes."""
+    written = _check_indices_and_outs(where, name, kernel, traits, indices, values)
+    _check_argument_kinds(where, name, indices, values)
+    return written
+
+
+def _check_argument_kinds(where: str, name: str, indices: list[int], values: ValueTable) -> None:
+    """Each argument the operator's schema covers holds a value of a kind it takes."""
+    arguments = argument_kinds(name)
+    if arguments is None:
+        return  # an operator without a schema in the table
+    schema = values.schema
+    for position, (argument, index) in enumerate(zip(arguments, indices)):
+        if argument.accepts is not None and not isinstance(schema[index], argument.accepts):
+            raise InvalidProgramError(
+                f"{where}: argument {position} ('{argument.name}') expects {_a(argument.kinds)}, "
+                f"found value {index}, {_a(kind_of(values, index))}"
+            )
+
+
+def _a(kind: str) -> str:
+    return f"{'an' if kind[0] in 'AEIOU' else 'a'} {kind}"
+
+
+def _check_indices_and_outs(
+    where: str, name: str, kernel: Kernel, traits: OpTraits, indices: list[int], values: ValueTable
+) -> int:
     size = len(values.schema)
     for position, index in enumerate(indices):
         if not 0 <= index < size:
@@ -116,7 +143,29 @@ def check_kernel_call(
     _check_writable_tensor(values, indices[out], where, f"argument {out} (an out)")
     if len(indices) > kernel.num_args:
         _check_writable_tensor(values, written, where, "return value")
+        _check_return_is_out(where, indices[: kernel.num_args], out, written, values)
     return written
+
+
+def _check_return_is_out(where: str, args: list[int], out: int, ret: int, values: ValueTable) -> None:
+    """The return slot of an out variant holds its outs themselves: the out argument, or (a tuple or
+    Tensor[] return, a TensorList) the tensors of the last arguments, so the shapes checked are those written."""
+    returned = values.schema[ret]
+    if isinstance(returned, TensorList):
+        found = list(returned.items)
+        outs: list[int] = []
+        for index in reversed(args):
+            if len(outs) >= len(found) or not isinstance(values.schema[index], (Tensor, TensorList)):
+                break
+            item = values.schema[index]
+            outs[:0] = item.items if isinstance(item, TensorList) else [index]
+        expected = outs[len(outs) - len(found) :]
+    else:
+        found, expected = [ret], [args[out]]
+    if found != expected:
+        raise InvalidProgramError(
+            f"{where}: expected its return value (value {ret}) to be its out tensors {expected}, found {found}"
+        )
 
 
 def check_jump(where: str, destination: int, num_instructions: int) -> None:

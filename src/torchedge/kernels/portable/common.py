@@ -63,7 +63,11 @@ def write(out: np.ndarray, value) -> None:
     """Copy ``value`` (broadcast, cast like a C++ static_cast) into ``out`` in place."""
     if type(value) is int and out.dtype.kind in "iu" and -(1 << 63) <= value < (1 << 63):
         value = np.int64(value).astype(out.dtype)  # wrap out-of-range ints like C++, not OverflowError
-    np.copyto(out, value, casting="unsafe")
+    try:
+        np.copyto(out, value, casting="unsafe")
+    except ValueError:  # a program whose out tensor has another shape than the result (a corrupt file)
+        shape = list(np.shape(value))
+        raise KernelError(f"a result of shape {shape} does not fit the out tensor of shape {list(out.shape)}") from None
 
 
 def scratch(out: np.ndarray, dtype) -> np.ndarray:

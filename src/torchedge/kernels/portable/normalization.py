@@ -30,9 +30,21 @@ def _batch_norm_outputs(op: str, input, training: bool) -> list[tuple]:
     return [input.shape, stats, stats]
 
 
+def _check_channel_parameters(op: str, input, weight, bias, running_mean, running_var) -> None:
+    """Inference batch norm's per-channel tensors: one value per channel (dim 1) of ``input``."""
+    check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+    channels = input.shape[1]
+    named = {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var}
+    for name, tensor in named.items():
+        if tensor is not None or name.startswith("running"):
+            shape = None if tensor is None else list(tensor.shape)
+            check(shape == [channels], op, f"{name} must have shape [{channels}] (the input's channels), got {shape}")
+
+
 def _batch_norm_no_training_shape(
     op: str, input, weight, bias, running_mean, running_var, momentum, eps, out0, out1, out2
 ) -> list[tuple]:
+    _check_channel_parameters(op, input, weight, bias, running_mean, running_var)
     return _batch_norm_outputs(op, input, False)
 
 
@@ -42,13 +54,8 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
     and ``shift = bias - mean * scale``, as ATen's CPU kernel folds it. The saved mean and
     invstd outputs are empty in inference, as in ATen."""
     op = "aten::_native_batch_norm_legit_no_training.out"
-    check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+    _check_channel_parameters(op, input, weight, bias, running_mean, running_var)
     channels = input.shape[1]
-    check(
-        running_mean.shape == (channels,) and running_var.shape == (channels,),
-        op,
-        f"running stats must have shape [{channels}], got {list(running_mean.shape)} and {list(running_var.shape)}",
-    )
     acc = accumulate_dtype(result_type(input, running_mean))
     with quiet():
         scale = 1 / np.sqrt(running_var.astype(acc) + eps)
