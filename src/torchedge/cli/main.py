@@ -1,4 +1,4 @@
-"""The `torchedge` command line: export, run, bench, inspect, check, kernels, generate.
+"""The `torchedge` command line: export, run, bench, profile, debug, inspect, check, kernels, generate.
 
 `build_parser` declares every command and its options; `main` runs the chosen command and
 reports a user error as one line, ``torchedge <command>: error: ...``, with exit status 2
@@ -24,6 +24,7 @@ from torchedge.cli.options import (
     non_negative_int,
     positive_int,
 )
+from torchedge.cli.profile import cmd_debug, cmd_profile
 from torchedge.cli.run import cmd_bench, cmd_run
 from torchedge.errors import TorchEdgeError
 
@@ -101,8 +102,10 @@ def _add_commands(sub) -> None:
     add_dynamic_option(p)
     p.set_defaults(fn=cmd_export)
 
-    p = sub.add_parser("run", help="execute a .pte with the NumPy runtime")
-    p.add_argument("pte", help="the .pte program to run")
+    p = sub.add_parser("run", help="execute a .pte with the NumPy runtime, or verify a bundled program (.bpte)")
+    p.add_argument(
+        "pte", help="the .pte program to run, or a .bpte to verify (every test case; exit status 1 if one fails)"
+    )
     p.add_argument("--method", default="forward", help="the method to run (default: forward)")
     p.add_argument("--inputs", metavar="FILE", help=_INPUTS_HELP)
     p.add_argument("--repeat", type=positive_int, default=10, help="timed runs after the first (default: 10)")
@@ -128,6 +131,33 @@ def _add_commands(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     add_threads_option(p, "; with --model, also PyTorch's")
     p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("profile", help="time every instruction of a .pte: operators by total time, ETDump, trace")
+    p.add_argument("pte", help="the .pte program to profile")
+    p.add_argument("--method", default="forward", help="the method to profile (default: forward)")
+    p.add_argument("--inputs", metavar="FILE", help=_INPUTS_HELP)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    p.add_argument("--repeat", type=positive_int, default=10, help="timed runs after one warm-up (default: 10)")
+    p.add_argument("--trace", metavar="JSON", help="also write a Chrome trace (opens in ui.perfetto.dev)")
+    p.add_argument("--etdump", metavar="ETDP", help="also write the ETDump (ExecuTorch's Inspector reads it)")
+    add_threads_option(p)
+    p.set_defaults(fn=cmd_profile)
+
+    p = sub.add_parser(
+        "debug", help="compare every intermediate output of a .pte with eager; name the first diverging operator"
+    )
+    p.add_argument("pte", help="the .pte program to debug")
+    p.add_argument("--etrecord", required=True, help="the ETRecord written when the program was compiled")
+    p.add_argument("--method", default="forward", help="the method to debug (default: forward)")
+    p.add_argument("--inputs", metavar="FILE", help="inputs as for run (default: the ETRecord's representative inputs)")
+    p.add_argument("--distance", choices=["MSE", "L1", "SNR"], default="MSE", help="the gap's measure (default: MSE)")
+    p.add_argument(
+        "--debug-buffer-size",
+        type=positive_int,
+        default=256 << 20,
+        help="bytes for the logged intermediate outputs (default: 256 MiB)",
+    )
+    p.set_defaults(fn=cmd_debug)
 
     p = sub.add_parser("inspect", help="methods, signatures, operators and memory of a .pte")
     p.add_argument("pte", help="the .pte program to describe")
@@ -218,8 +248,6 @@ def _explain(error: Exception) -> tuple[str, int]:
         name = "PyTorch (torch)" if package == "torch" else f"the '{package}' package"
         install = f"pip install 'torchedge[{extra}]'" if extra else f"pip install {package}"
         return f"this command needs {name}, which is not installed: {install}", USAGE_ERROR
-    if isinstance(error, KeyError) and len(error.args) == 1 and isinstance(error.args[0], str):
-        return error.args[0], USAGE_ERROR  # the runtime's "no method 'x'": its text, not its repr
     if isinstance(error, TorchEdgeError):
         return str(error), USAGE_ERROR
     if isinstance(error, OSError):  # a file that is missing, unreadable, a directory, a full disk

@@ -15,7 +15,6 @@ import numpy as np
 
 from torchedge.errors import KernelError
 from torchedge.kernels.allocator import allocate_output
-from torchedge.kernels.portable.shape import infer_size
 from torchedge.kernels.registry import register_kernel
 
 __all__ = [
@@ -82,7 +81,12 @@ def local_scalar_dense(self):
 def et_view(self, size, out):
     """A view of ``self`` with shape ``size`` (one -1 allowed), never a copy: the runtime
     binds the out slot to the returned array."""
-    view = self.reshape(infer_size("executorch_prim::et_view.default", size, self.size))
+    try:
+        view = self.reshape(size)
+    except (ValueError, TypeError):
+        raise KernelError(
+            f"executorch_prim::et_view.default: a tensor of shape {list(self.shape)} cannot be viewed as {list(size)}"
+        ) from None
     if view.size and not np.shares_memory(view, self):
         raise KernelError(
             f"executorch_prim::et_view.default: a tensor with strides {self.strides} cannot be "

@@ -94,8 +94,9 @@ class Method:
             from torchedge.runtime.event_tracer import traced_steps  # tracing code loads only when used
 
             self._steps = traced_steps(self._steps, tracer, self._values.values)
-            for memory_id, arena in enumerate(self.memory.arenas, start=1):
-                tracer.allocation(f"planned memory {memory_id}", arena.nbytes)
+            if tracer.track_memory:
+                for memory_id, arena in enumerate(self.memory.arenas, start=1):
+                    tracer.allocation(f"planned memory {memory_id}", arena.nbytes)
         # Kernels need the run's allocator (data-dependent outputs), error scope and thread limit; a fully
         # delegated method runs without them (its delegates sized their own pools at load).
         self._runs_kernels = any(s.kind in (KERNEL, RESIZING_KERNEL) for s in self._steps)
@@ -247,12 +248,12 @@ class Method:
         tracer.begin_block("Execute")
         with tracer.span("Method::execute"):
             self._execute(inputs, outputs)
-        if self.memory.runtime_bytes:
+        if tracer.track_memory and self.memory.runtime_bytes:
             tracer.allocation("runtime", self.memory.runtime_bytes)
         results = self._results()
         if tracer.logs_outputs:
             for value in results:
-                tracer.value(-1, value, output=True)
+                tracer.output(value)
         return results
 
     def _results(self) -> list:

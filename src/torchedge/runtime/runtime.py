@@ -57,6 +57,7 @@ class Runtime:
         enable_etdump: bool = False,
         debug_buffer_size: int = 0,
         debug_level: str | None = None,
+        etdump_memory: bool = False,
     ) -> Program:
         """Load a `.pte` from a path (memory-mapped unless ``mmap=False``), bytes, or a binary file.
 
@@ -65,7 +66,9 @@ class Runtime:
 
         ``enable_etdump`` (ExecuTorch's names): record every load and run of the program's methods
         (per-instruction times, memory); ``debug_buffer_size`` bytes hold the tensors logged at
-        ``debug_level`` (``"intermediates"`` by default when the buffer is given, or ``"outputs"``).
+        ``debug_level`` (``"intermediates"`` by default when the buffer is given, or ``"outputs"``);
+        ``etdump_memory`` also records the planned and run-time allocations (which ExecuTorch 1.5.1's
+        Inspector cannot read; torchedge's can).
         Save them with `Program.write_etdump_result_to_file`; read them with
         `torchedge.devtools.Inspector`. See `torchedge.runtime.event_tracer`.
         """
@@ -75,7 +78,7 @@ class Runtime:
         if enable_etdump:
             from torchedge.runtime.event_tracer import EventTracer  # tracing code loads only when used
 
-            tracer = EventTracer(debug_buffer_size, debug_level)
+            tracer = EventTracer(debug_buffer_size, debug_level, etdump_memory)
         return Program(loader_for(source, mmap_file=mmap), self._lookup, self.num_threads, data, tracer)
 
 

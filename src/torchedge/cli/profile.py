@@ -1,0 +1,86 @@
+"""`torchedge profile` and `torchedge debug`: where a run's time goes, and which operator goes wrong."""
+
+from __future__ import annotations
+
+from torchedge.cli.inputs import load_inputs
+from torchedge.cli.output import stage
+
+__all__ = ["cmd_profile", "cmd_debug"]
+
+
+def _traced_method(args, debug_buffer_size: int = 0):
+    from torchedge.runtime import Runtime
+
+    program = Runtime.get().load_program(args.pte, enable_etdump=True, debug_buffer_size=debug_buffer_size)
+    return program, program.load_method(args.method, num_threads=getattr(args, "threads", None))
+
+
+def _inspector(program, etrecord=None):
+    from torchedge.devtools.inspector import Inspector
+    from torchedge.serialize.etdump import serialize_etdump
+
+    tracer = program.event_tracer
+    return Inspector(
+        etdump_data=serialize_etdump(tracer.etdump()), debug_buffer_data=tracer.debug_buffer, etrecord=etrecord
+    )
+
+
+def cmd_profile(args) -> int:
+    """Run a .pte ``--repeat`` times with the event tracer on; print the operators by total time."""
+    from torchedge.devtools.chrome_trace import write_chrome_trace
+
+    program, method = _traced_method(args)
+    inputs = load_inputs(args, method.meta)
+    for _ in range(1 + args.repeat):  # the first run warms up: its costs stay out of the table
+        method.execute(inputs)
+    tracer = program.event_tracer
+    if args.etdump:
+        program.write_etdump_result_to_file(args.etdump)
+    if args.trace:
+        write_chrome_trace(tracer.etdump(), args.trace)
+    inspector = _inspector(program)
+    runs = [e for b in inspector.event_blocks if b.name == "Execute" for e in b.events if e.name == "Method::execute"]
+    times = [t for e in runs for t in e.perf_data.raw][1:]
+    p50 = sorted(times)[len(times) // 2] if times else 0.0
+    print(f"method '{args.method}' of {args.pte}: {args.repeat} runs after one warm-up, p50 {p50:.3f} ms per run")
+    stats = inspector.operator_stats(skip_runs=1)
+    width = max([len("operator")] + [len(s.operator) for s in stats])
+    print(f"{'operator':<{width}}  {'calls':>6}  {'total ms':>9}  {'% of run':>8}  {'p50 ms':>8}  {'p90 ms':>8}")
+    run_total = sum(times) or 1.0
+    for s in stats:
+        share = 100 * s.total / run_total
+        print(f"{s.operator:<{width}}  {s.calls:>6}  {s.total:>9.3f}  {share:>7.1f}%  {s.p50:>8.4f}  {s.p90:>8.4f}")
+    for path, what in ((args.etdump, "ETDump"), (args.trace, "Chrome trace (open in ui.perfetto.dev)")):
+        if path:
+            stage(f"wrote {what}: {path}")
+    return 0
+
+
+def cmd_debug(args) -> int:
+    """Run a .pte logging every intermediate output; compare them with eager through an ETRecord."""
+    from torchedge.devtools.etrecord import parse_etrecord
+
+    etrecord = parse_etrecord(args.etrecord)
+    program, method = _traced_method(args, args.debug_buffer_size)
+    if args.inputs:
+        inputs = load_inputs(args, method.meta)
+    else:
+        from torchedge.devtools.inspector import representative_inputs
+
+        inputs = list(representative_inputs(etrecord, args.method))
+    method.execute(inputs)
+    dropped = program.event_tracer.dropped_values
+    if dropped:
+        stage(f"{dropped} values did not fit the debug buffer: raise --debug-buffer-size")
+    inspector = _inspector(program, etrecord)
+    rows = inspector.numeric_gap_rows(args.distance, args.method, inputs)
+    width = max([len("operator")] + [len(", ".join(r.aot_ops)) for r in rows])
+    print(f"{'instr':>5}  {'operator':<{width}}  {args.distance.upper():>12}  source")
+    for r in rows:
+        print(f"{r.instruction_id:>5}  {', '.join(r.aot_ops):<{width}}  {r.gap:>12.4e}  {r.source or ''}")
+    divergence = inspector.first_divergence(args.method, inputs)
+    if divergence is None:
+        print("first divergence: none (every logged operator agrees with eager on its inputs)")
+        return 0
+    print(f"first divergence: {divergence}")
+    return 1
