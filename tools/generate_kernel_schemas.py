@@ -86,11 +86,19 @@ HEADER = (
 )
 
 
+# Namespaces whose schemas torch (or torchedge's own libraries) always defines here. Others
+# (ExecuTorch's llama and preprocess libraries) exist in torch.ops only after an import of
+# ExecuTorch, so looking them up would make the table depend on what the process imported.
+_TORCH_NAMESPACES = ("aten", "quantized_decomposed", "torchedge_fused")
+
+
 def _schema(name: str):
     """The schema of a registered operator, or None."""
     if name in EXECUTORCH_SCHEMAS:
         return torch._C.parse_schema(name.removesuffix(".default") + EXECUTORCH_SCHEMAS[name])
     namespace, _, rest = name.partition("::")
+    if namespace not in _TORCH_NAMESPACES:
+        return None
     packet_name, _, overload = rest.partition(".")
     for ns in (namespace, QUANTIZED_NAMESPACE) if namespace == "quantized_decomposed" else (namespace,):
         packet = getattr(getattr(torch.ops, ns), packet_name, None)

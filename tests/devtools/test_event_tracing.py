@@ -193,3 +193,30 @@ def test_cli_profile_prints_operators_and_writes_files(compiled, tmp_path, capsy
     assert json.loads(trace.read_text())["traceEvents"]
     runs = [r for r in deserialize_etdump(etdump.read_bytes()).run_data if r.name == "Execute"]
     assert len(runs) == 4  # one warm-up and three timed runs
+
+
+def test_onnxruntime_delegate_reports_its_own_nodes(compiled, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from torchedge.backends.onnxruntime import OnnxRuntimePartitioner
+    from torchedge.exir import to_edge_transform_and_lower
+
+    model, x, _, _ = compiled
+    program = to_edge_transform_and_lower(
+        torch.export.export(model, (x,)), partitioner=[OnnxRuntimePartitioner()]
+    ).to_executorch()
+    traced = Runtime.get().load_program(program.buffer, enable_etdump=True)
+    method = traced.load_method()
+    for _ in range(2):
+        method.execute([x.numpy()])
+    traced.write_etdump_result_to_file(tmp_path / "ort.etdp")
+    runs = [r for r in deserialize_etdump((tmp_path / "ort.etdp").read_bytes()).run_data if r.name == "Execute"]
+    for run in runs:
+        profiles = [e.profile_event for e in run.events if e.profile_event]
+        (call,) = [p for p in profiles if p.name == "DELEGATE_CALL"]
+        nodes = [p for p in profiles if p.delegate_debug_id_str]
+        assert len(nodes) >= 2  # ONNX Runtime's nodes after its own fusions (gemm + relu, gemm, softmax)
+        assert all(call.start_time <= p.start_time and p.end_time <= call.end_time for p in nodes)
+        assert all(p.instruction_id == call.instruction_id for p in nodes)
+    inspector = Inspector(etdump_path=tmp_path / "ort.etdp")
+    assert inspector.operator_stats(inside_delegates=True)

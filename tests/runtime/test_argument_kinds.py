@@ -7,9 +7,10 @@ schemas by regenerating it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -99,13 +100,14 @@ def test_table_covers_the_registry():
 
 
 def test_table_is_up_to_date():
-    """Regenerating the table from torch's schemas gives the file as it is."""
+    """Regenerating the table from torch's schemas gives the file as it is. In a fresh interpreter:
+    which operators torch knows depends on what a process has imported (ExecuTorch adds some)."""
     pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location(
-        "generate_kernel_schemas", ROOT / "tools" / "generate_kernel_schemas.py"
+    tool = ROOT / "tools" / "generate_kernel_schemas.py"
+    result = subprocess.run(
+        [sys.executable, str(tool), "--check"], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
-    generator = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(generator)
-    assert json.loads(TABLE_PATH.read_text(encoding="utf-8")) == generator.build(), (
-        "argument_kinds.json is out of date: run PYTHONPATH=src python tools/generate_kernel_schemas.py"
+    assert result.returncode == 0, (
+        "argument_kinds.json is out of date: run python tools/generate_kernel_schemas.py\n"
+        + (result.stdout + result.stderr)
     )

@@ -43,17 +43,24 @@ def cmd_profile(args) -> int:
     times = [t for e in runs for t in e.perf_data.raw][1:]
     p50 = sorted(times)[len(times) // 2] if times else 0.0
     print(f"method '{args.method}' of {args.pte}: {args.repeat} runs after one warm-up, p50 {p50:.3f} ms per run")
-    stats = inspector.operator_stats(skip_runs=1)
-    width = max([len("operator")] + [len(s.operator) for s in stats])
-    print(f"{'operator':<{width}}  {'calls':>6}  {'total ms':>9}  {'% of run':>8}  {'p50 ms':>8}  {'p90 ms':>8}")
     run_total = sum(times) or 1.0
-    for s in stats:
-        share = 100 * s.total / run_total
-        print(f"{s.operator:<{width}}  {s.calls:>6}  {s.total:>9.3f}  {share:>7.1f}%  {s.p50:>8.4f}  {s.p90:>8.4f}")
+    _print_stats("operator", inspector.operator_stats(skip_runs=1), run_total)
+    inside = inspector.operator_stats(skip_runs=1, inside_delegates=True)
+    if inside:
+        print()
+        _print_stats("inside delegates", inside, run_total)
     for path, what in ((args.etdump, "ETDump"), (args.trace, "Chrome trace (open in ui.perfetto.dev)")):
         if path:
             stage(f"wrote {what}: {path}")
     return 0
+
+
+def _print_stats(title: str, stats, run_total: float) -> None:
+    width = max([len(title)] + [len(s.operator) for s in stats])
+    print(f"{title:<{width}}  {'calls':>6}  {'total ms':>9}  {'% of run':>8}  {'p50 ms':>8}  {'p90 ms':>8}")
+    for s in stats:
+        share = 100 * s.total / run_total
+        print(f"{s.operator:<{width}}  {s.calls:>6}  {s.total:>9.3f}  {share:>7.1f}%  {s.p50:>8.4f}  {s.p90:>8.4f}")
 
 
 def cmd_debug(args) -> int:

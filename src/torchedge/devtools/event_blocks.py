@@ -67,6 +67,7 @@ class Event:
     debug_data: list = field(default_factory=list)
     is_delegated_op: bool = False
     delegate_backend_name: str | None = None
+    delegate_debug_identifier: int | str | None = None  # set on a delegate's own (internal) events
     debug_handles: tuple[int, ...] = ()
     op_types: list[str] = field(default_factory=list)
     stack_traces: dict[str, str] = field(default_factory=dict)
@@ -122,16 +123,22 @@ def _block(runs: list[ed.RunData], buffer, scale: int) -> EventBlock:
         profile = event.profile_event
         timings = [_profiles(run)[position].profile_event for run in runs]
         instruction = profile.instruction_id if profile.chain_index >= 0 else None
+        identifier = profile.delegate_debug_id_str or (
+            profile.delegate_debug_id_int if profile.delegate_debug_id_int not in (None, -1) else None
+        )
         events.append(
             Event(
                 name=profile.name,
                 instruction_id=instruction,
                 perf_data=PerfData([(t.end_time - t.start_time) / scale for t in timings]),
                 start_time=[t.start_time for t in timings],
-                is_delegated_op=profile.name == "DELEGATE_CALL",
+                is_delegated_op=profile.name == "DELEGATE_CALL" or identifier is not None,
+                delegate_debug_identifier=identifier,
             )
         )
-    by_instruction = {e.instruction_id: e for e in events if e.instruction_id is not None}
+    by_instruction = {
+        e.instruction_id: e for e in events if e.instruction_id is not None and e.delegate_debug_identifier is None
+    }
     allocations: dict[str, int] = {}
     outputs = []
     last = runs[-1]

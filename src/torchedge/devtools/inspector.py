@@ -153,15 +153,16 @@ class Inspector:
 
     # -- profiles --------------------------------------------------------------------
 
-    def operator_stats(self, skip_runs: int = 0) -> list[OperatorStats]:
+    def operator_stats(self, skip_runs: int = 0, inside_delegates: bool = False) -> list[OperatorStats]:
         """Per operator (and delegate call), over every call in every run but the first ``skip_runs``
-        (warm-up), slowest total first."""
+        (warm-up), slowest total first; ``inside_delegates``: the delegates' own events instead."""
         times: dict[str, list[float]] = {}
         first = 0  # the index of the block's first run among all runs
         for block in (b for b in self.event_blocks if b.name == "Execute"):
             keep = max(skip_runs - first, 0)
             for event in block.events:
-                if event.instruction_id is not None and event.perf_data is not None:
+                internal = event.delegate_debug_identifier is not None
+                if event.instruction_id is not None and event.perf_data is not None and internal == inside_delegates:
                     times.setdefault(event.operator or event.name, []).extend(event.perf_data.raw[keep:])
             first += block.runs
         stats = [

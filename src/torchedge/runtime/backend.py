@@ -13,9 +13,19 @@ from typing import Any
 from torchedge.errors import BackendMissingError
 from torchedge.runtime.named_data import NamedDataMap
 
-__all__ = ["BackendInterface", "register_backend", "get_backend", "registered_backends", "ENTRY_POINT_GROUP"]
+__all__ = [
+    "BackendInterface",
+    "register_backend",
+    "get_backend",
+    "registered_backends",
+    "ENTRY_POINT_GROUP",
+    "RUNTIME_PROFILING",
+]
 
 ENTRY_POINT_GROUP = "torchedge.backends"
+# A compile spec the runtime adds at init when the program is traced (``enable_etdump``): a
+# backend that can profile itself turns its profiler on and answers `BackendInterface.profile`.
+RUNTIME_PROFILING = "torchedge.runtime.profiling"
 
 
 class BackendInterface:
@@ -38,6 +48,12 @@ class BackendInterface:
 
     def destroy(self, handle: Any) -> None:
         """Release what ``init`` created; optional."""
+
+    def profile(self, handle: Any) -> list[list[tuple[str, int, int]]]:
+        """The delegate's own events, one list per `execute` since init (in order): ``(name,
+        start, duration)`` in nanoseconds, ``start`` counted from the start of that execute.
+        Asked once, when the trace is written; optional (a backend without a profiler has none)."""
+        return []
 
     def describe(self, processed: memoryview) -> list[str]:
         """Lines saying what a payload holds, for ``torchedge inspect``; optional."""

@@ -60,6 +60,9 @@ class EventTracer:
         self._buffer = DebugBufferWriter(debug_buffer_size) if debug_buffer_size else None
         self._blocks: list[ed.RunData] = [ed.RunData(name="Default", allocators=[], events=[])]
         self.dropped_values = 0
+        # id(handle) -> (backend, handle, instruction id, [(block, DELEGATE_CALL event)]) for each delegate
+        self._delegate_calls: dict[int, tuple] = {}
+        self._delegates_profiled = False
 
     @property
     def logs_intermediates(self) -> bool:
@@ -89,6 +92,40 @@ class EventTracer:
             name=name, chain_index=chain_index, instruction_id=instruction_id, start_time=start, end_time=end
         )
         self._blocks[-1].events.append(ed.Event(profile_event=event))
+
+    def delegate_call(self, delegate: tuple, instruction_id: int, start: int, end: int) -> None:
+        """A delegate call's span; the backend's own events for it are added when the dump is made."""
+        self.profile("DELEGATE_CALL", 0, instruction_id, start, end)
+        backend, handle = delegate
+        calls = self._delegate_calls.setdefault(id(handle), (backend, handle, instruction_id, []))[3]
+        calls.append((self._blocks[-1], self._blocks[-1].events[-1]))
+
+    def _add_delegate_events(self) -> None:
+        """Ask each traced delegate's backend for its own events (once: profilers such as ONNX
+        Runtime's report when they stop) and place them after the calls they belong to."""
+        if self._delegates_profiled:
+            return
+        self._delegates_profiled = True
+        inserted: dict[int, list] = {}  # id(call event) -> the backend's events inside it
+        for backend, handle, instruction_id, calls in self._delegate_calls.values():
+            for (_, call), events in zip(calls, backend.profile(handle)):
+                start = call.profile_event.start_time
+                inserted[id(call)] = [
+                    ed.Event(
+                        profile_event=ed.ProfileEvent(
+                            name=name,
+                            chain_index=0,
+                            instruction_id=instruction_id,
+                            delegate_debug_id_str=name,
+                            start_time=start + offset,
+                            end_time=start + offset + duration,
+                        )
+                    )
+                    for name, offset, duration in events
+                ]
+        for block in self._blocks:
+            if any(id(e) in inserted for e in block.events):
+                block.events = [x for e in block.events for x in [e, *inserted.get(id(e), [])]]
 
     def allocation(self, allocator: str, size: int) -> None:
         """One allocation of ``size`` bytes from the named allocator (a planned arena, the run's allocator)."""
@@ -145,6 +182,9 @@ class EventTracer:
     # -- results -----------------------------------------------------------------
 
     def etdump(self) -> ed.ETDump:
+        """Everything recorded so far. The first call also collects the delegates' own events,
+        which end their profilers: later runs are timed, but no longer inside the delegates."""
+        self._add_delegate_events()
         return ed.ETDump(version=0, run_data=list(self._blocks))
 
     @property
@@ -183,13 +223,14 @@ def _traced_kernel(fn: Callable, pc: int, step: Step, tracer: EventTracer, table
     return call
 
 
-def _traced_delegate(fn: Callable, pc: int, tracer: EventTracer) -> Callable:
+def _traced_delegate(fn: Callable, pc: int, step: Step, tracer: EventTracer) -> Callable:
     """A delegate call's span (what it wrote is the backend's to log: its outputs are not marked)."""
+    delegate = step.delegate
 
     def call(args):
         start = _now()
         fn(args)
-        tracer.profile("DELEGATE_CALL", 0, pc, start, _now())
+        tracer.delegate_call(delegate, pc, start, _now())
 
     return call
 
@@ -201,9 +242,9 @@ def traced_steps(steps: list[Step], tracer: EventTracer, table: list) -> list[St
         if step.kind in (KERNEL, RESIZING_KERNEL):
             fn = _traced_kernel(step.fn, pc, step, tracer, table)
         elif step.kind == DELEGATE:
-            fn = _traced_delegate(step.fn, pc, tracer)
+            fn = _traced_delegate(step.fn, pc, step, tracer)
         else:
             traced.append(step)
             continue
-        traced.append(Step(step.kind, fn, step.args, step.ret, step.label, step.outs, step.shapes))
+        traced.append(Step(step.kind, fn, step.args, step.ret, step.label, step.outs, step.shapes, step.delegate))
     return traced

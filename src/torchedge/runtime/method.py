@@ -17,7 +17,7 @@ from torchedge.errors import BackendMissingError, InputError, InvalidProgramErro
 from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.portable.common import quiet_run
 from torchedge.kernels.registry import get_kernel
-from torchedge.runtime.backend import get_backend
+from torchedge.runtime.backend import RUNTIME_PROFILING, get_backend
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.method_meta import MethodMeta
@@ -126,6 +126,8 @@ class Method:
         except BackendMissingError as e:
             raise BackendMissingError(f"method '{self.name}' cannot load its delegate: {e}") from None
         specs = {s.key: bytes(s.value) for s in (delegate.compile_specs or [])}
+        if self._tracer is not None:
+            specs[RUNTIME_PROFILING] = b"1"
         if self._requested_threads is not None:
             specs[RUNTIME_NUM_THREADS] = encode_num_threads(self._requested_threads)
         data = pte.delegate_data(delegate)
@@ -186,6 +188,11 @@ class Method:
             if current is None or current.shape != array.shape:
                 self._shapes_current = False
             self._values.set(index, np.ascontiguousarray(array))
+        elif current.shape != array.shape:  # a program whose input tensor disagrees with its own metadata
+            raise InvalidProgramError(
+                f"{where}: the input's tensor (value {index}) has shape {list(current.shape)}, "
+                f"which cannot hold an input of shape {list(array.shape)}"
+            )
         else:
             np.copyto(current, array)
 

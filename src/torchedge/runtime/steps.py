@@ -44,6 +44,7 @@ class Step:
     label: str = ""
     outs: tuple = ()  # RESIZING_KERNEL: the dynamic out tensors, resized to what `shapes` computes
     shapes: Any = None
+    delegate: Any = None  # DELEGATE: (backend, handle), for the event tracer
 
 
 class StepCompiler:
@@ -91,6 +92,7 @@ class StepCompiler:
                 partial(backend.execute, handle),
                 tuple(args.args),
                 label=f"delegate {self.plan.delegates[args.delegate_index].id}",
+                delegate=(backend, handle),
             )
         if isinstance(args, JumpFalseCall):
             self.check_value_index(args.cond_value_index, where + " condition")

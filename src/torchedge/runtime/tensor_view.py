@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from torchedge.errors import InvalidProgramError
@@ -40,7 +42,9 @@ def view_of(buffer, offset: int, dtype: np.dtype, sizes, dim_order, where: str) 
     order = tuple(dim_order) if dim_order else tuple(range(len(sizes)))
     if sorted(order) != list(range(len(sizes))):
         raise InvalidProgramError(f"{where}: dim_order {list(order)} is not a permutation of {len(sizes)} dims")
-    nbytes = dtype.itemsize * int(np.prod(sizes, dtype=np.int64)) if sizes else dtype.itemsize
+    if math.prod(max(s, 1) for s in sizes) * dtype.itemsize >= 1 << 62:  # NumPy cannot even describe it
+        raise InvalidProgramError(f"{where}: sizes {list(sizes)} describe more bytes than an array can address")
+    nbytes = dtype.itemsize * math.prod(sizes)
     if offset < 0 or offset + nbytes > len(buffer):
         raise InvalidProgramError(
             f"{where}: tensor of {nbytes} bytes at offset {offset} does not fit in a buffer of {len(buffer)} bytes"

@@ -7,6 +7,9 @@ backend under its id; the runtime does that on first use of the id (the
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from functools import partial
 from operator import is_
@@ -15,7 +18,7 @@ import numpy as np
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, session_threads
 from torchedge.errors import InvalidProgramError, KernelError
-from torchedge.runtime.backend import BackendInterface, register_backend
+from torchedge.runtime.backend import RUNTIME_PROFILING, BackendInterface, register_backend
 
 __all__ = ["OnnxRuntimeDelegate"]
 
@@ -27,6 +30,7 @@ class _Session:
     outputs: list[str]
     binding: object
     bound_to: tuple = ()  # the arrays the binding currently points at (kept alive, compared by identity)
+    profiling: bool = False  # ONNX Runtime's profiler is on (the program is traced)
     run: object = field(init=False)  # runs the session on the binding
 
     def __post_init__(self):
@@ -56,6 +60,10 @@ class OnnxRuntimeDelegate(BackendInterface):
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.intra_op_num_threads = session_threads(compile_specs)
+        profiling = RUNTIME_PROFILING in compile_specs
+        if profiling:
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(tempfile.gettempdir(), f"torchedge_ort_{os.getpid()}")
         try:
             session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
             return _Session(
@@ -63,6 +71,7 @@ class OnnxRuntimeDelegate(BackendInterface):
                 [i.name for i in session.get_inputs()],
                 [o.name for o in session.get_outputs()],
                 session.io_binding(),
+                profiling=profiling,
             )
         except Exception as e:  # ONNX Runtime's own types (InvalidProtobuf, Fail...) and decoding errors
             raise InvalidProgramError(
@@ -88,6 +97,29 @@ class OnnxRuntimeDelegate(BackendInterface):
         self._bind_and_run(handle, args, n)
         # Only arrays bound in place can be reused; a staged (non-contiguous) output needs its copy-back.
         handle.bound_to = tuple(args) if all(a.flags.c_contiguous for a in args) else ()
+
+    def profile(self, handle: _Session) -> list[list[tuple[str, int, int]]]:
+        """Each run's node timings from ONNX Runtime's profiler (which this stops): per ``model_run``
+        event, the ``<node>_kernel_time`` events inside it, offsets from the run's start."""
+        if not handle.profiling:
+            return []
+        handle.profiling = False
+        path = handle.session.end_profiling()
+        try:
+            with open(path) as f:
+                events = json.load(f)
+        finally:
+            os.remove(path)
+        runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "model_run")
+        nodes = [e for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")]
+        result: list[list[tuple[str, int, int]]] = [[] for _ in runs]
+        for node in sorted(nodes, key=lambda e: e["ts"]):
+            for i, (start, end) in enumerate(runs):
+                if start <= node["ts"] <= end:
+                    name = node["name"].removesuffix("_kernel_time")
+                    result[i].append((name, (node["ts"] - start) * 1000, node["dur"] * 1000))
+                    break
+        return result
 
     @staticmethod
     def _bind_and_run(handle: _Session, args, n: int) -> None:
