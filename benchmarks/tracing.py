@@ -3,8 +3,8 @@ intermediate output logged, in alternating rounds at one thread.
 
 ``--before SRC`` also times the untraced run with the torchedge found in SRC (for example a git
 worktree of the commit before tracing existed: ``git worktree add /tmp/before <commit>`` then
-``--before /tmp/before/src``), in a subprocess on the same `.pte`, so the untraced path can be
-compared with the code it replaced.
+``--before /tmp/before/src``) against this one, each in its own subprocess on the same `.pte`,
+alternating three times (medians), so the untraced path is compared with the code it replaced.
 Usage: python benchmarks/tracing.py [model ...] [--repeat ROUNDS] [--before SRC]
 """
 
@@ -55,8 +55,10 @@ def bench(name: str, repeat: int, before: str | None) -> list:
     )
     row = [name, f"{t['off'] * 1e3:.2f}"]
     if before is not None:
-        t_before = _before(before, program.buffer, np_inputs, repeat)
-        row += [f"{t_before * 1e3:.2f}", f"{t['off'] / t_before:.3f}"]
+        here = str(Path(__file__).resolve().parents[1] / "src")
+        pairs = [[_before(src, program.buffer, np_inputs, repeat) for src in (before, here)] for _ in range(3)]
+        t_before, t_now = (sorted(side)[1] for side in zip(*pairs))
+        row += [f"{t_before * 1e3:.2f}", f"{t_now * 1e3:.2f}", f"{t_now / t_before:.3f}"]
     row += [f"{t['timings'] * 1e3:.2f}", f"{t['timings'] / t['off']:.2f}"]
     row += [f"{t['intermediates'] * 1e3:.2f}", f"{t['intermediates'] / t['off']:.2f}"]
     return row
@@ -82,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     headers = ["model", "off ms"]
     if args.before:
-        headers += ["before ms", "off/before"]
+        headers += ["before ms", "now ms", "now/before"]
     headers += ["timings ms", "timings/off", "intermediates ms", "intermediates/off"]
     _common.print_table(headers, [bench(name, args.repeat, args.before) for name in args.models])
 
