@@ -9,5 +9,6 @@ Modules, in processing order: `header` (the payload header), `schema` (the graph
 dataclasses), `payload_tables` (their flatbuffer wire description), `graph` (values and nodes
 as an execution plan), `nodes_*` (node implementations by family), `runtime` (the backend).
 Quantized values (static int8, dynamic int8 rows, 4-bit weights) have their parameters and
-arithmetic in `quantization` and their node builders in `nodes_quantized`.
+arithmetic in `quantization` and their node builders in `nodes_quantized` (products, pooling,
+binary, data movement) and `nodes_quantized_unary` (converts, clamps, lookup-table activations).
 """

@@ -99,9 +99,11 @@ class NodeContext:
         """The quantization parameters of a quantized value, None for a plain one."""
         return self._graph.tensor(value_id, self).quant
 
-    def output(self, value_id: int) -> np.ndarray:
-        """A new buffer for the value this node computes."""
-        return self._graph.allocate(value_id, self)
+    def output(self, value_id: int, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        """A new buffer for the value this node computes; of ``shape`` instead of the value's
+        dims when given (XNNPACK takes an element-wise output's shape from its input, so the
+        payload's dims for it may be another layout of the same elements)."""
+        return self._graph.allocate(value_id, self, shape)
 
     def alias(self, value_id: int, view: np.ndarray) -> None:
         """Makes the output ``value_id`` a view (``view``) of an input: no step computes it."""
@@ -153,9 +155,11 @@ class _GraphValues:
             raise ctx.error(f"writes value {value_id}, which is already an input, a constant or an earlier output")
         self.buffers[value_id] = buffer
 
-    def allocate(self, value_id: int, ctx: NodeContext) -> np.ndarray:
+    def allocate(self, value_id: int, ctx: NodeContext, shape: tuple[int, ...] | None = None) -> np.ndarray:
         tensor = self.tensor(value_id, ctx)
-        buffer = np.zeros(tensor.dims, tensor.dtype)
+        if shape is not None and np.prod(shape, dtype=np.int64) != np.prod(tensor.dims, dtype=np.int64):
+            raise ctx.error(f"value {value_id} has shape {list(tensor.dims)}, which does not hold {list(shape)}")
+        buffer = np.zeros(tensor.dims if shape is None else shape, tensor.dtype)
         self.define(value_id, buffer, ctx)
         return buffer
 

@@ -1,18 +1,19 @@
 """Node builders for nodes that read or write quantized values (`quantization`).
 
 Matrix products and convolutions (static ``qint8`` x ``qcint8``/``qint8`` with an int32 bias,
-or dynamic ``qdint8`` x ``qcint8`` with a float32 bias and output) reuse the float builders on
-exact integers: the centered input ``q - zero_point`` and the filter go in as float64, whose
-sums of int8 products are exact, so the float builder's accumulator holds XNNPACK's int32
-accumulator exactly; it is then requantized (static) or scaled per row and channel (dynamic)
-as XNNPACK's kernels do. Adds use XNNPACK's fixed-point multipliers, multiplies its float32
-requantization. Data movement needs equal parameters in and out and moves the integers.
+or dynamic ``qdint8`` x ``qcint8`` with a float32 bias and output: fully connected and 2-D
+convolution) reuse the float builders on exact integers: the centered input ``q - zero_point``
+(padding: 0) and the filter go in as float64, whose sums of int8 products are exact, so the
+float builder's accumulator holds XNNPACK's int32 accumulator exactly; it is then requantized
+(static) or scaled per row and channel (dynamic) as XNNPACK's kernels do. Adds use XNNPACK's
+fixed-point multipliers, multiplies its float32 requantization. Data movement needs equal
+parameters in and out and moves the integers. Converts, clamps and the other unary nodes are
+in `nodes_quantized_unary`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
@@ -135,11 +136,19 @@ def _product(node, ctx):
 
 def _dynamic_product(ctx, x, x_quant, centered, inner, accumulator, kernel_scale, bias, out, out_quant):
     """qd8 x qc8w -> f32, as XNNPACK's qd8-f32-qc8w kernels:
-    ``((float) acc * inv_scale[row]) * kernel_scale[c] + bias[c]`` in float32."""
+    ``((float) acc * inv_scale[row]) * kernel_scale[c] + bias[c]`` in float32. A convolution's
+    input has one set of parameters per image, shared by all of that image's output pixels."""
     ctx.check(out_quant is None and out.dtype == _F32, "a dynamic product writes float32")
-    ctx.check(ctx.kind == "XNNFullyConnected", "dynamic quantization is supported for fully connected nodes")
+    ctx.check(
+        ctx.kind in ("XNNFullyConnected", "XNNConv2d"),
+        "dynamic quantization is supported for fully connected and convolution nodes",
+    )
     rows = accumulator.reshape(-1, accumulator.shape[-1])
-    ctx.check(rows.shape[0] == x_quant.rows, f"{rows.shape[0]} output rows for {x_quant.rows} quantized rows")
+    ctx.check(
+        rows.shape[0] % x_quant.rows == 0 and (ctx.kind == "XNNConv2d" or rows.shape[0] == x_quant.rows),
+        f"{rows.shape[0]} output rows for {x_quant.rows} quantized rows",
+    )
+    per_row = rows.shape[0] // x_quant.rows  # output pixels per quantized row (1 for fully connected)
     x_rows, centered_rows = x.reshape(x_quant.rows, -1), centered.reshape(x_quant.rows, -1)
     out_rows = out.reshape(rows.shape)
     bias32 = None if bias is None else np.asarray(bias, _F32)
@@ -147,7 +156,8 @@ def _dynamic_product(ctx, x, x_quant, centered, inner, accumulator, kernel_scale
     def step():
         np.subtract(x_rows, x_quant.row_zero_point[:, None], out=centered_rows, dtype=centered.dtype)
         inner()
-        scaled = np.multiply(rows.astype(_F32), x_quant.row_scale[:, None], dtype=_F32)
+        row_scale = x_quant.row_scale if per_row == 1 else np.repeat(x_quant.row_scale, per_row)
+        scaled = np.multiply(rows.astype(_F32), row_scale[:, None], dtype=_F32)
         np.multiply(scaled, kernel_scale, out=out_rows, dtype=_F32)
         if bias32 is not None:
             np.add(out_rows, bias32, out=out_rows)
@@ -190,20 +200,6 @@ def _blockwise_product(node, ctx, x, x_quant, weight, w_quant):
 builds_quantized("XNNFullyConnected", "XNNConv2d", "XNNDepthwiseConv2d", "XNNConvTranspose2d")(_product)
 
 
-@builds_quantized("XNNConvert")
-def _convert(node, ctx):
-    x, out = ctx.value(node.input_id), ctx.output(node.output_id)
-    ctx.check(x.shape == out.shape, f"output has shape {list(out.shape)}, input {list(x.shape)}")
-    x_quant, out_quant = ctx.quant(node.input_id), ctx.quant(node.output_id)
-    if x_quant is None and x.dtype == _F32:
-        ctx.check(out_quant.channel_dim is None, "converts to a per-channel value")
-        return functools.partial(q.quantize, x, out_quant, out)
-    if out_quant is None and out.dtype == _F32:
-        ctx.check(x_quant.channel_dim is None, "converts from a per-channel value")
-        return functools.partial(q.dequantize, x, x_quant, out)
-    raise ctx.error(f"converts {x.dtype} to {out.dtype}: only float32 <-> per-tensor or dynamic int8 is supported")
-
-
 def _same_params(node, ctx, ids) -> None:
     out_quant = ctx.quant(node.output_id)
     for value_id in ids:
@@ -241,27 +237,6 @@ def _constant_pad(node, ctx):
     return BUILDERS[ctx.kind](dataclasses.replace(node, padding_value=padding), ctx)
 
 
-def _clamped(ctx, out, quant):
-    low, high = q.output_bounds(ctx, quant)
-    if (low, high) == (quant.qmin, quant.qmax):
-        return None
-    return functools.partial(np.clip, out, low, high, out=out)
-
-
-@builds_quantized("XNNClamp")
-def _clamp(node, ctx):
-    _same_params(node, ctx, [node.input_id])
-    x, out = ctx.value(node.input_id), ctx.output(node.output_id)
-    clamp = _clamped(ctx, out, ctx.quant(node.output_id))
-
-    def step():
-        np.copyto(out, x)
-        if clamp is not None:
-            clamp()
-
-    return step
-
-
 @builds_quantized("XNNMaxPooling2d")
 def _max_pooling(node, ctx):
     """Max of the integers (padding never wins), then the quantized clamp."""
@@ -279,7 +254,7 @@ def _max_pooling(node, ctx):
     ctx.check(out.shape == shape, f"output has shape {list(out.shape)}, expected {list(shape)}")
     padded, refresh = padded_input(x, window.padding, quant.qmin)
     taps = window.taps(padded, out_h, out_w)
-    clamp = _clamped(ctx, out, quant)
+    clamp = q.clamp_step(ctx, out, quant)
 
     def step():
         if refresh is not None:

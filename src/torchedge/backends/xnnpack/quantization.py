@@ -13,6 +13,7 @@ output's range. NumPy only.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +21,16 @@ import numpy as np
 from torchedge.backends.xnnpack import schema as s
 from torchedge.errors import InvalidProgramError
 
-__all__ = ["QUANTIZED_DTYPES", "Quant", "decode_quantized", "quantize", "dequantize", "requantize"]
+__all__ = [
+    "QUANTIZED_DTYPES",
+    "Quant",
+    "decode_quantized",
+    "quantize",
+    "dequantize",
+    "requantize",
+    "clamp_step",
+    "q8_multiplier",
+]
 
 D = s.XNNDatatype
 QUANTIZED_DTYPES = {
@@ -250,3 +260,22 @@ def output_bounds(ctx, quant: Quant) -> tuple[int, int]:
         return quant.qmin, quant.qmax
     ctx.check(not bounds.output_min > bounds.output_max, "output_min is greater than output_max")
     return quantize_bound(bounds.output_min, quant), quantize_bound(bounds.output_max, quant)
+
+
+def clamp_step(ctx, out: np.ndarray, quant: Quant):
+    """The step clamping ``out`` in place to the node's fused bounds (`output_bounds`), or None
+    when they are the output's whole range."""
+    low, high = output_bounds(ctx, quant)
+    if (low, high) == (quant.qmin, quant.qmax):
+        return None
+    return functools.partial(np.clip, out, low, high, out=out)
+
+
+def q8_multiplier(ctx, ratio, what: str) -> int:
+    """XNNPACK's Q8 fixed-point multiplier ``lrintf(256 * ratio)`` of an input / output scale
+    ratio (its qs8 convert and leaky ReLU kernels); the ratio must lie in [2**-8, 2**7]."""
+    ratio = _F32(ratio)
+    ctx.check(
+        _F32(2.0**-8) <= abs(ratio) <= _F32(2.0**7), f"{what} {float(ratio)} is outside XNNPACK's range [2**-8, 2**7]"
+    )
+    return int(np.rint(np.multiply(_F32(256), ratio, dtype=_F32)))

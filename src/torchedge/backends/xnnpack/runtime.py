@@ -15,6 +15,7 @@ from torchedge.backends.xnnpack import (  # noqa: F401
     nodes_linear_conv,
     nodes_pooling,
     nodes_quantized,
+    nodes_quantized_unary,
     nodes_shape,
 )
 from torchedge.backends.xnnpack.graph import Plan, build_plan
