@@ -395,3 +395,30 @@ def test_a_mutation_that_changes_dtype_is_an_export_error_naming_the_buffer_and_
 
     with pytest.raises(ExportError, match=r"buffer 'counts'.*test_stateful.py\", line \d+"):
         to_edge(torch.export.export(Converting(), (torch.tensor([1.7, 2.2]),)))
+
+
+def test_shared_state_is_capped_before_it_is_allocated():
+    """A corrupt size for the shared state memory is refused before anything is allocated."""
+    import tracemalloc
+
+    from torchedge.errors import MemoryPlanError
+    from torchedge.serialize import deserialize_pte, serialize_pte
+
+    eps, _, _ = _two_methods()
+    config = ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True
+    )
+    contents = deserialize_pte(to_edge(eps).to_executorch(config).buffer).unpack()
+    state_ids = {len(plan.non_const_buffer_sizes) - 1 for plan in contents.program.execution_plan}
+    assert state_ids == {2}  # memory id 2 holds the shared cache in both methods
+    for plan in contents.program.execution_plan:
+        plan.non_const_buffer_sizes[2] = 3 << 30
+    data = serialize_pte(contents.program, mutable_data=contents.mutable_data, named_data=contents.named_data)
+    program = Runtime.get().load_program(data)
+    tracemalloc.start()
+    try:
+        with pytest.raises(MemoryPlanError, match="shared state .* needs 3221225472 bytes"):
+            program.load_method("prefill", max_arena_bytes=64 << 20)
+        assert tracemalloc.get_traced_memory()[1] < 16 << 20
+    finally:
+        tracemalloc.stop()

@@ -89,7 +89,7 @@ class Program:
             return self._load_method(plan, max_arena_bytes, num_threads)
 
     def _load_method(self, plan, max_arena_bytes: int | None, num_threads: int | None) -> Method:
-        shared, live = self._shared_state.arenas_for(plan)
+        shared, live = self._shared_state.arenas_for(plan, max_arena_bytes)
         args = (plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data)
         if self._tracer is None:
             return Method(*args)

@@ -15,6 +15,8 @@ import weakref
 
 import numpy as np
 
+from torchedge.errors import MemoryPlanError
+from torchedge.runtime.memory import DEFAULT_MAX_ARENA_BYTES
 from torchedge.schema.program import Tensor
 
 __all__ = ["SharedState"]
@@ -55,12 +57,20 @@ class SharedState:
         self.sizes = {m: size for m, size in sizes.items() if m not in mixed and users[m] > 1}
         self._arenas: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
-    def arenas_for(self, plan) -> tuple[dict[int, np.ndarray], frozenset[int]]:
-        """The shared arenas ``plan`` uses, and the ids among them another loaded method holds."""
+    def arenas_for(self, plan, max_bytes: int | None = None) -> tuple[dict[int, np.ndarray], frozenset[int]]:
+        """The shared arenas ``plan`` uses, and the ids among them another loaded method holds.
+        Their sizes together must stay within ``max_bytes`` (the method's ``max_arena_bytes``)
+        before any is allocated."""
+        limit = DEFAULT_MAX_ARENA_BYTES if max_bytes is None else max_bytes
+        used = [m for m in _state_memories(plan) if m in self.sizes]
+        total = sum(self.sizes[m] for m in used)
+        if total > limit:
+            raise MemoryPlanError(
+                f"method '{plan.name}': its shared state (memory ids {used}) needs {total} bytes, more than the "
+                f"limit of {limit}; raise max_arena_bytes if intended"
+            )
         shared, live = {}, set()
-        for memory_id in _state_memories(plan):
-            if memory_id not in self.sizes:
-                continue
+        for memory_id in used:
             arena = self._arenas.get(memory_id)
             if arena is None:
                 arena = np.zeros(self.sizes[memory_id], dtype=np.uint8)
