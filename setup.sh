@@ -11,9 +11,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt)
 "${PIP[@]}" -e ".[dev]"
-# The real ExecuTorch: a test oracle and benchmark baseline, never imported by torchedge.
+# The real ExecuTorch: a test oracle and benchmark baseline, never imported by torchedge. What its
+# tests here need is installed first; ExecuTorch itself last and without its other requirements
+# (coremltools, hydra, scikit-learn...: none of them used here), so pip has no conflict to report.
+"${PIP[@]}" torchao==0.18.0 pyyaml ruamel.yaml sympy tabulate packaging typing-extensions expecttest parameterized
 "${PIP[@]}" --no-deps executorch==1.5.1
-"${PIP[@]}" torchao pyyaml ruamel.yaml sympy tabulate packaging typing-extensions expecttest parameterized
 
 if [ "${1:-}" != "--no-demo" ]; then
   .venv/bin/torchedge check "${MODEL:-cnn}"

@@ -41,6 +41,7 @@ _EXTRAS = {
     "tokenizers": "generation",
     "onnx": "onnxruntime",
     "onnxruntime": "onnxruntime",
+    "matplotlib": "plot",
 }
 
 

@@ -106,13 +106,13 @@ def describe_memory(source, png: str | None = None) -> str:
                 f"{len(usage.tensors)} tensors"
             )
             if png:
-                from torchedge.devtools.memory_picture import render_plan, write_png
+                from torchedge.devtools.memory_picture import save_plan
 
                 path = (
                     png
                     if len(pte.program.execution_plan) == 1 and usage.mem_id == 1
                     else png.replace(".png", f"_{plan.name}_mem{usage.mem_id}.png")
                 )
-                write_png(path, render_plan(usage, instructions))
+                save_plan(plan, usage, path)
                 lines.append(f"    picture: {path}")
     return "\n".join(lines)

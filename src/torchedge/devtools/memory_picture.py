@@ -1,57 +1,95 @@
-"""Draw a memory plan as a PNG: instructions left to right, byte offsets bottom to top.
+"""Draw a memory plan with matplotlib (``pip install 'torchedge[plot]'``).
 
-NumPy only: the PNG is encoded here with zlib, so the picture needs no
-plotting library.
+One figure per planned memory id: instructions left to right (a tensor's bar spans its
+lifetime, from the instruction that first names it to the last), byte offsets bottom to
+top, one colour per lifetime class (method input, output, mutable state, intermediate), and
+a dashed line at the plan's lower bound (the most bytes live at once).
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
+from torchedge.runtime.memory_report import MemoryUsage, PlannedTensor
+from torchedge.schema.program import Tensor
 
-import numpy as np
+__all__ = ["LIFETIME_CLASSES", "lifetime_class", "draw_plan", "save_plan"]
 
-from torchedge.runtime.memory_report import MemoryUsage
-
-__all__ = ["render_plan", "write_png"]
-
-_BACKGROUND = (255, 255, 255)
-_MARGIN = 4
-
-
-def _color(index: int) -> np.ndarray:
-    rng = np.random.default_rng(index)
-    return rng.integers(60, 220, 3).astype(np.uint8)
+# Class -> colour (matplotlib's colour-blind-safe "tab" palette).
+LIFETIME_CLASSES = {
+    "input": "tab:blue",
+    "output": "tab:orange",
+    "input and output": "tab:purple",
+    "mutable state": "tab:red",
+    "intermediate": "tab:green",
+}
 
 
-def render_plan(usage: MemoryUsage, num_instructions: int, width: int = 1200, height: int = 600) -> np.ndarray:
-    """An RGB image (height, width, 3) with one rectangle per planned tensor."""
-    image = np.full((height, width, 3), _BACKGROUND, dtype=np.uint8)
-    steps = num_instructions + 2  # the input step before the first instruction, the output step after the last
-    size = max(usage.size, 1)
-    inner_w, inner_h = width - 2 * _MARGIN, height - 2 * _MARGIN
-    for t in usage.tensors:
-        x0 = _MARGIN + (t.start + 1) * inner_w // steps
-        x1 = max(_MARGIN + (t.end + 2) * inner_w // steps, x0 + 1)
-        y1 = height - _MARGIN - t.offset * inner_h // size
-        y0 = min(height - _MARGIN - (t.offset + t.nbytes) * inner_h // size, y1 - 1)
-        image[y0:y1, x0:x1] = _color(t.value_index)
-        image[y0:y1, x0] = image[y0, x0:x1] = 0  # outline
-    lower_bound_row = height - _MARGIN - usage.lower_bound * inner_h // size
-    image[max(lower_bound_row, 0), ::4] = (200, 0, 0)  # dashed line at the lower bound
-    return image
+def lifetime_class(tensor: PlannedTensor, plan, num_instructions: int) -> str:
+    """Which of `LIFETIME_CLASSES` a planned tensor belongs to."""
+    value = plan.values[tensor.value_index].val
+    info = value.extra_tensor_info if isinstance(value, Tensor) else None
+    if isinstance(value, Tensor) and (value.data_buffer_idx > 0 or (info is not None and info.fully_qualified_name)):
+        return "mutable state"
+    is_input, is_output = tensor.start == -1, tensor.end == num_instructions
+    if is_input and is_output:
+        return "input and output"
+    return "input" if is_input else "output" if is_output else "intermediate"
 
 
-def write_png(path, image: np.ndarray) -> None:
-    """Write an RGB uint8 image as a PNG file."""
-    height, width, _ = image.shape
-    raw = b"".join(b"\x00" + image[row].tobytes() for row in range(height))
+def _unit(size: int) -> tuple[str, int]:
+    for name, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= 4 * scale:
+            return name, scale
+    return "bytes", 1
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    with open(path, "wb") as f:
-        f.write(
-            b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
-        )
+def draw_plan(plan, usage: MemoryUsage):
+    """A matplotlib `Figure` of one memory id of one method's plan."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    instructions = len(plan.chains[0].instructions) if plan.chains else 0
+    unit, scale = _unit(max(usage.size, 1))
+    figure = Figure(figsize=(10, 5), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    seen: list[str] = []
+    for tensor in usage.tensors:
+        kind = lifetime_class(tensor, plan, instructions)
+        seen.append(kind)
+        axes.add_patch(_rectangle(tensor, scale, LIFETIME_CLASSES[kind]))
+    bound = axes.axhline(usage.lower_bound / scale, color="black", linestyle="--", linewidth=1)
+    bound.set_label("lower bound (most bytes live at once)")
+    axes.set_xlim(-1.5, instructions + 0.5)
+    axes.set_ylim(0, max(usage.size, 1) / scale)
+    axes.set_xlabel("instruction (-1: inputs before the first; last: outputs after the method)")
+    axes.set_ylabel(f"offset in memory id {usage.mem_id} ({unit})")
+    axes.set_title(
+        f"method '{plan.name}', memory id {usage.mem_id}: {usage.size:,} bytes planned, "
+        f"lower bound {usage.lower_bound:,} ({usage.utilisation:.0%} utilised)"
+    )
+    classes = [kind for kind in LIFETIME_CLASSES if kind in seen]
+    handles = [Patch(facecolor=LIFETIME_CLASSES[kind], edgecolor="black", label=kind) for kind in classes]
+    axes.legend(handles=[*handles, bound], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    return figure
+
+
+def _rectangle(tensor: PlannedTensor, scale: int, color: str):
+    from matplotlib.patches import Rectangle
+
+    start, end = tensor.start, tensor.end
+    return Rectangle(
+        (start - 0.5, tensor.offset / scale),
+        end - start + 1,
+        max(tensor.nbytes, 1) / scale,
+        facecolor=color,
+        edgecolor="black",
+        linewidth=0.5,
+        alpha=0.85,
+    )
+
+
+def save_plan(plan, usage: MemoryUsage, path) -> None:
+    """Draw one memory id's plan into a PNG file."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figure = draw_plan(plan, usage)
+    FigureCanvasAgg(figure).print_png(path)
