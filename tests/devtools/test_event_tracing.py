@@ -14,7 +14,7 @@ from torchedge.devtools.chrome_trace import chrome_trace
 from torchedge.devtools.inspector import Inspector
 from torchedge.errors import InputError
 from torchedge.runtime import Runtime
-from torchedge.serialize.etdump import deserialize_etdump
+from torchedge.serialize.etdump import deserialize_etdump, serialize_etdump
 
 
 class MLP(torch.nn.Module):
@@ -220,3 +220,20 @@ def test_onnxruntime_delegate_reports_its_own_nodes(compiled, tmp_path):
         assert all(p.instruction_id == call.instruction_id for p in nodes)
     inspector = Inspector(etdump_path=tmp_path / "ort.etdp")
     assert inspector.operator_stats(inside_delegates=True)
+
+
+def test_memory_tracking_and_tables(compiled, capsys):
+    _, x, program, path = compiled
+    traced = Runtime.get().load_program(path, enable_etdump=True, etdump_memory=True)
+    method = traced.load_method()
+    method.execute([x.numpy()])
+    inspector = Inspector(etdump_data=serialize_etdump(traced.event_tracer.etdump()))
+    planned = {f"planned memory {i}": a.nbytes for i, a in enumerate(method.memory.arenas, start=1)}
+    assert inspector.event_blocks[0].allocations == planned
+    assert sum(planned.values()) == sum(program.program.execution_plan[0].non_const_buffer_sizes)
+    inspector.print_data_tabular()
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:3] == ["event_block_name", "event_name", "p10"]
+    assert [line.split()[1] for line in table[1:]] == [e.name for b in inspector.event_blocks for e in b.events]
+    frame = inspector.to_dataframe()
+    assert list(frame["event_name"]) == [e.name for b in inspector.event_blocks for e in b.events]
