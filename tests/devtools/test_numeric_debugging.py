@@ -98,6 +98,8 @@ def test_numeric_gap_pairs_each_instruction_with_its_eager_node(compiled):
     relu_rows = [r for r in rows if "relu" in r.aot_ops[0]]
     assert relu_rows and relu_rows[0].source and f"line {RELU_LINE}," in relu_rows[0].source
     assert inspector.first_divergence() is None
+    relu_event = next(e for b in inspector.event_blocks for e in b.events if e.operator == "relu.out")
+    assert relu_event.module_hierarchy[-1] == "block" and f"line {RELU_LINE}," in relu_event.source
     frame = inspector.calculate_numeric_gap("MSE")
     assert list(frame.columns)[:6] == [
         "instruction_id",

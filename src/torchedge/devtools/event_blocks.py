@@ -57,8 +57,8 @@ class PerfData:
 @dataclass
 class Event:
     """One instruction (or span) of a block. ``debug_data``: the values it wrote in the block's
-    last run; ``debug_handles``, ``op_types``, ``stack_traces`` and ``source`` come from an
-    ETRecord when the inspector has one."""
+    last run; ``debug_handles``, ``op_types``, ``stack_traces``, ``source`` (the user's line) and
+    ``module_hierarchy`` come from an ETRecord when the inspector has one."""
 
     name: str
     instruction_id: int | None
@@ -72,6 +72,7 @@ class Event:
     op_types: list[str] = field(default_factory=list)
     stack_traces: dict[str, str] = field(default_factory=dict)
     source: str | None = None
+    module_hierarchy: list[str] = field(default_factory=list)  # the nn.Module path, outermost first
 
     @property
     def operator(self) -> str | None:

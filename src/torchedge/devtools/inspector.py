@@ -109,6 +109,7 @@ class Inspector:
             event.op_types = [str(node.target)]
             event.stack_traces = {node.name: node.meta.get("stack_trace") or ""}
             event.source = user_frame(node)
+            event.module_hierarchy = [path for path, _ in (node.meta.get("nn_module_stack") or {}).values()]
 
     def _execute_events(self) -> list[Event]:
         return [e for b in self.event_blocks if b.name == "Execute" for e in b.events if e.instruction_id is not None]
