@@ -23,6 +23,39 @@ from torchedge.runtime.backend import RUNTIME_PROFILING, BackendInterface, regis
 __all__ = ["OnnxRuntimeDelegate"]
 
 
+# ONNX Runtime's tensor type names -> NumPy dtype names (what the delegate's arguments must hold).
+_ORT_DTYPES = {
+    "tensor(float)": "float32",
+    "tensor(double)": "float64",
+    "tensor(float16)": "float16",
+    "tensor(bfloat16)": "bfloat16",
+    "tensor(int64)": "int64",
+    "tensor(int32)": "int32",
+    "tensor(int16)": "int16",
+    "tensor(int8)": "int8",
+    "tensor(uint8)": "uint8",
+    "tensor(bool)": "bool",
+}
+
+
+def _signature(args) -> list[tuple[str, str | None, list]]:
+    """(name, dtype name or None, sizes with None for symbolic dims) of a session's inputs or outputs."""
+    return [(a.name, _ORT_DTYPES.get(a.type), [d if isinstance(d, int) else None for d in a.shape]) for a in args]
+
+
+def _check_arguments(signature, args, role: str) -> None:
+    """The delegate call's arrays are what the ONNX model declares (a corrupt program can say otherwise)."""
+    for (name, dtype, sizes), array in zip(signature, args):
+        where = f"{BACKEND_ID}: {role} '{name}'"
+        if not isinstance(array, np.ndarray):
+            raise KernelError(f"{where}: expected a tensor, found {type(array).__name__}")
+        if dtype is not None and array.dtype.name != dtype:
+            raise KernelError(f"{where}: expected dtype {dtype}, found {array.dtype}")
+        if len(sizes) != array.ndim or any(s is not None and s != n for s, n in zip(sizes, array.shape)):
+            expected = ["?" if s is None else s for s in sizes]
+            raise KernelError(f"{where}: expected shape {expected}, found {list(array.shape)}")
+
+
 @dataclass
 class _Session:
     session: object
@@ -30,6 +63,7 @@ class _Session:
     outputs: list[str]
     binding: object
     bound_to: tuple = ()  # the arrays the binding currently points at (kept alive, compared by identity)
+    signature: tuple = ()  # (inputs, outputs) as `_signature` describes them
     profiling: bool = False  # ONNX Runtime's profiler is on (the program is traced)
     run: object = field(init=False)  # runs the session on the binding
 
@@ -71,6 +105,7 @@ class OnnxRuntimeDelegate(BackendInterface):
                 [i.name for i in session.get_inputs()],
                 [o.name for o in session.get_outputs()],
                 session.io_binding(),
+                signature=(_signature(session.get_inputs()), _signature(session.get_outputs())),
                 profiling=profiling,
             )
         except Exception as e:  # ONNX Runtime's own types (InvalidProtobuf, Fail...) and decoding errors
@@ -123,6 +158,9 @@ class OnnxRuntimeDelegate(BackendInterface):
 
     @staticmethod
     def _bind_and_run(handle: _Session, args, n: int) -> None:
+        if handle.signature:
+            _check_arguments(handle.signature[0], args[:n], "input")
+            _check_arguments(handle.signature[1], args[n:], "output")
         binding = handle.binding
         binding.clear_binding_inputs()
         binding.clear_binding_outputs()
