@@ -27,7 +27,9 @@ def chrome_trace(etdump: ed.ETDump) -> dict:
             profile = event.profile_event
             if profile is None or profile.name == "OPERATOR_CALL":
                 continue
-            args = {"instruction_id": profile.instruction_id} if profile.chain_index >= 0 else {}
+            args: dict[str, int | str] = {}
+            if profile.chain_index >= 0:
+                args["instruction_id"] = profile.instruction_id
             if profile.delegate_debug_id_int not in (None, -1):
                 args["delegate_debug_id"] = profile.delegate_debug_id_int
             if profile.delegate_debug_id_str:

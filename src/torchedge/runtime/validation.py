@@ -139,7 +139,9 @@ def _check_indices_and_outs(
         return written
     # An out variant: its last kernel argument is an out (an in-place op's first argument is its out),
     # and so is the slot of its return, when the instruction gives one.
-    out = 0 if name.split("::")[-1].split(".")[0].endswith("_") else kernel.num_args - 1
+    base = name.split("::")[-1].split(".")[0]
+    in_place = base.endswith("_") and not base.endswith("__")  # add_ writes self; __rshift__ is an operator name
+    out = 0 if in_place else kernel.num_args - 1
     _check_writable_tensor(values, indices[out], where, f"argument {out} (an out)")
     if len(indices) > kernel.num_args:
         _check_writable_tensor(values, written, where, "return value")
