@@ -13,12 +13,13 @@ line when given an ETRecord, and compares the logged intermediate outputs with e
 from __future__ import annotations
 
 import io
+import os
 import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from torchedge.devtools.event_blocks import Event, EventBlock, event_blocks
+from torchedge.devtools.event_blocks import TIME_SCALES, Event, EventBlock, event_blocks
 from torchedge.devtools.numeric_gap import Divergence, GapRow, Reference, first_divergence, numeric_gaps
 from torchedge.errors import InputError
 from torchedge.exir.source import user_frame
@@ -213,8 +214,6 @@ def _cell(value) -> str:
 
 
 def _scale_factor(source: str, target: str) -> float:
-    from torchedge.devtools.event_blocks import TIME_SCALES
-
     for unit in (source, target):
         if unit not in TIME_SCALES:
             raise InputError(f"unknown time scale {unit!r}: use one of {', '.join(TIME_SCALES)}")
@@ -229,7 +228,8 @@ def _handle_at(handles, instruction_id: int | None):
 
 
 def _load_etrecord(etrecord):
-    if etrecord is None or not isinstance(etrecord, (str, bytes)) and not hasattr(etrecord, "__fspath__"):
+    """An `ETRecord` as given, or parsed from its path."""
+    if not isinstance(etrecord, (str, bytes, os.PathLike)):
         return etrecord
     from torchedge.devtools.etrecord import parse_etrecord
 

@@ -238,7 +238,7 @@ class Method:
         arrays given in ``outputs`` (or freshly allocated ones) and returned as is.
         """
         if self._tracer is not None:
-            return self._traced_execute(inputs, outputs)
+            return self._traced_execute(self._tracer, inputs, outputs)
         self._execute(inputs, outputs)
         return self._results()
 
@@ -248,10 +248,8 @@ class Method:
             self.set_outputs(outputs)
         self._run()
 
-    def _traced_execute(self, inputs, outputs) -> list:
+    def _traced_execute(self, tracer: EventTracer, inputs, outputs) -> list:
         """`execute` recorded as one ``Execute`` event block of the program's tracer."""
-        tracer = self._tracer
-        assert tracer is not None
         tracer.begin_block("Execute")
         with tracer.span("Method::execute"):
             self._execute(inputs, outputs)
