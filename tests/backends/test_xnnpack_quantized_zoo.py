@@ -72,3 +72,36 @@ def test_zoo_model_quantized_matches_executorch(name):
             reference = model(*inputs)
         reference = (reference if isinstance(reference, torch.Tensor) else reference[0]).numpy()
         assert np.abs(g - w).max() < np.abs(w - reference).max()
+
+
+# Dynamic int8 (per channel weights, activations quantized per row at run time): only linear
+# layers are quantized, so the convolutional models stay float. mlp matches ExecuTorch within
+# float rounding. On llama, vit and bert the outputs differ by up to 1.4e-2, 1.1e-2 and 6.2e-4 of
+# their magnitude (measured): not yet traced to a node; the suspects are XNNPACK's float
+# approximations (softmax, GELU, SiLU) feeding the run-time quantization, where a last-bit
+# difference can move a row's parameters or a value to the neighbouring code. There torchedge must
+# stay closer to ExecuTorch than ExecuTorch is to the float model.
+DYNAMIC_FAST = ["mlp"]
+DYNAMIC_SLOW = ["llama", "vit", "bert"]
+
+
+@pytest.mark.parametrize("name", DYNAMIC_FAST + DYNAMIC_SLOW)
+def test_zoo_model_dynamically_quantized_matches_executorch(name):
+    if name in DYNAMIC_SLOW and not ALL_MODELS:
+        pytest.skip("lowering takes long: set TORCHEDGE_XNNPACK_MODELS=all")
+    model, inputs = _zoo(name)
+    buffer = _lower_pt2e(model, inputs, dynamic=True)
+    assert D.xnn_datatype_qdint8 in _datatypes(buffer), "nothing was dynamically quantized"
+    arrays = [i.numpy() for i in inputs]
+    got, want = torchedge_run(buffer, arrays), executorch_run(buffer, arrays)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        error = np.abs(g.astype(np.float64) - w).max()
+        if name in DYNAMIC_FAST:
+            assert error <= 1e-5 * np.abs(w).max(), f"{name}: error {error:.2e}"
+            continue
+        with torch.no_grad():
+            reference = model(*inputs)
+        reference = (reference if isinstance(reference, torch.Tensor) else reference[0]).numpy()
+        assert error < np.abs(w - reference).max(), f"{name}: error {error:.2e}"
