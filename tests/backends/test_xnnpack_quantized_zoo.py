@@ -53,18 +53,24 @@ def _zoo(name: str):
     return model, tuple(x for _, inputs in loaded for x in inputs)
 
 
-@pytest.mark.parametrize("name", FAST_ZOO + SLOW_ZOO)
-def test_zoo_model_quantized_matches_executorch(name):
-    if name in SLOW_ZOO and not ALL_MODELS:
-        pytest.skip("lowering takes long: set TORCHEDGE_XNNPACK_MODELS=all")
-    model, inputs = _zoo(name)
-    buffer = _lower_pt2e(model, inputs)
-    assert D.xnn_datatype_qint8 in _datatypes(buffer), "nothing was quantized"
+def _both_runs(model, inputs, quantized_type, dynamic: bool) -> list:
+    """(torchedge's, ExecuTorch's) output pairs of the model quantized and lowered to XNNPACK."""
+    buffer = _lower_pt2e(model, inputs, dynamic=dynamic)
+    assert quantized_type in _datatypes(buffer), "nothing was quantized"
     arrays = [i.numpy() for i in inputs]
     got, want = torchedge_run(buffer, arrays), executorch_run(buffer, arrays)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
+    return list(zip(got, want))
+
+
+@pytest.mark.parametrize("name", FAST_ZOO + SLOW_ZOO)
+def test_zoo_model_quantized_matches_executorch(name):
+    if name in SLOW_ZOO and not ALL_MODELS:
+        pytest.skip("lowering takes long: set TORCHEDGE_XNNPACK_MODELS=all")
+    model, inputs = _zoo(name)
+    for g, w in _both_runs(model, inputs, D.xnn_datatype_qint8, dynamic=False):
         if name not in NOT_BIT_EXACT:
             assert np.array_equal(g, w), f"{name}: {int(np.sum(g != w))} of {w.size} values differ"
             continue
@@ -90,13 +96,7 @@ def test_zoo_model_dynamically_quantized_matches_executorch(name):
     if name in DYNAMIC_SLOW and not ALL_MODELS:
         pytest.skip("lowering takes long: set TORCHEDGE_XNNPACK_MODELS=all")
     model, inputs = _zoo(name)
-    buffer = _lower_pt2e(model, inputs, dynamic=True)
-    assert D.xnn_datatype_qdint8 in _datatypes(buffer), "nothing was dynamically quantized"
-    arrays = [i.numpy() for i in inputs]
-    got, want = torchedge_run(buffer, arrays), executorch_run(buffer, arrays)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.shape == w.shape and g.dtype == w.dtype
+    for g, w in _both_runs(model, inputs, D.xnn_datatype_qdint8, dynamic=True):
         error = np.abs(g.astype(np.float64) - w).max()
         if name in DYNAMIC_FAST:
             assert error <= 1e-5 * np.abs(w).max(), f"{name}: error {error:.2e}"
