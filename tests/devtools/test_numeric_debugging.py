@@ -94,7 +94,9 @@ def test_numeric_gap_pairs_each_instruction_with_its_eager_node(compiled):
     for row in rows:
         assert row.gap < 1e-4  # float32 kernels against float32 eager on a few dozen elements
         matches = [n for n, v in by_value.items() if v.shape == np.shape(row.aot_intermediate_output)]
-        assert any(np.allclose(by_value[n], row.aot_intermediate_output, atol=0) for n in matches)
+        # the same float32 math in another order (up to a few ulps: 1.2e-7 measured on AMD EPYC)
+        tolerance = 1e-5 * max(1.0, float(np.abs(row.aot_intermediate_output).max()))
+        assert any(np.allclose(by_value[n], row.aot_intermediate_output, rtol=0, atol=tolerance) for n in matches)
     relu_rows = [r for r in rows if "relu" in r.aot_ops[0]]
     assert relu_rows and relu_rows[0].source and f"line {RELU_LINE}," in relu_rows[0].source
     assert inspector.first_divergence() is None

@@ -59,13 +59,22 @@ def _inputs(shape, seed):
     return (torch.randn(shape, generator=torch.Generator().manual_seed(seed)),)
 
 
-def _assert_close_to_quantized_model(got, expected):
+def _output_step(converted) -> float:
+    """The scale of the quantized model's output: one step of its last dequantize."""
+    (output,) = [n for n in converted.graph.nodes if n.op == "output"]
+    last = output.args[0][0] if isinstance(output.args[0], (list, tuple)) else output.args[0]
+    assert "dequantize" in str(last.target)
+    return float(last.args[1])
+
+
+def _assert_close_to_quantized_model(got, expected, step):
     # identical arithmetic up to float rounding: an activation may land on the other side of a
-    # rounding boundary, which moves the output by a quantization step at most
+    # rounding boundary (where depends on the CPU's float summation order), which moves an output
+    # by one quantization step; most outputs are exact
     for g, e in zip(got, expected):
         assert g.shape == e.shape
-        np.testing.assert_allclose(g, e, atol=0.05 * float(np.abs(e).max()), rtol=0)
-        assert np.mean(np.abs(g - e) <= 1e-5 * max(float(np.abs(e).max()), 1.0)) > 0.9
+        np.testing.assert_allclose(g, e, atol=1.01 * step, rtol=0)
+        assert np.mean(np.abs(g - e) <= 1e-5 * max(float(np.abs(e).max()), 1.0)) >= 0.75
 
 
 @pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
@@ -77,11 +86,13 @@ def test_quantized_model_matches_pytorch_on_both_runtimes(name, per_channel, has
     for seed in range(3):
         inputs = _inputs(shape, seed)
         expected = torch_outputs(converted, inputs)
-        _assert_close_to_quantized_model(method.execute([inputs[0].numpy()]), expected)
+        _assert_close_to_quantized_model(method.execute([inputs[0].numpy()]), expected, _output_step(converted))
         if has_executorch:
             import executorch.kernels.quantized  # noqa: F401  (registers ExecuTorch's quantized kernels)
 
-            _assert_close_to_quantized_model(executorch_run(program.buffer, [inputs[0].numpy()]), expected)
+            _assert_close_to_quantized_model(
+                executorch_run(program.buffer, [inputs[0].numpy()]), expected, _output_step(converted)
+            )
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -95,7 +106,9 @@ def test_executorch_quantized_program_runs_on_torchedge(name, has_executorch):
     buffer = et_to_edge(exported).to_executorch().buffer
     method = Runtime.get().load_program(buffer).load_method()
     inputs = _inputs(shape, 7)
-    _assert_close_to_quantized_model(method.execute([inputs[0].numpy()]), torch_outputs(converted, inputs))
+    _assert_close_to_quantized_model(
+        method.execute([inputs[0].numpy()]), torch_outputs(converted, inputs), _output_step(converted)
+    )
 
 
 def _constants(buffer) -> list:
@@ -131,7 +144,9 @@ def test_onnxruntime_delegates_quantized_models_completely(name, per_channel):
     method = Runtime.get().load_program(program.buffer).load_method()
     for seed in range(3):
         inputs = _inputs(shape, seed)
-        _assert_close_to_quantized_model(method.execute([inputs[0].numpy()]), torch_outputs(converted, inputs))
+        _assert_close_to_quantized_model(
+            method.execute([inputs[0].numpy()]), torch_outputs(converted, inputs), _output_step(converted)
+        )
 
 
 def test_narrow_range_quantize_stays_portable():

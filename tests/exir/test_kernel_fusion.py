@@ -175,3 +175,64 @@ def test_fused_operators_have_functional_and_out_schemas():
     out = torch.empty(2, 5, 4)
     torch.ops.torchedge_fused.attention.out(q, k, v, None, 0.5, out=out)
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class Recurrent(nn.Module):
+    def __init__(self, kind, batch_first=True, initial_state=False):
+        super().__init__()
+        self.rnn = getattr(nn, kind)(6, 8, num_layers=2, batch_first=batch_first)
+        self.kind, self.initial_state, self.batch_first = kind, initial_state, batch_first
+
+    def forward(self, x):
+        if not self.initial_state:
+            return self.rnn(x)[0]
+        h0 = torch.full((2, x.shape[0 if self.batch_first else 1], 8), 0.25)
+        state = (h0, torch.full_like(h0, -0.5)) if self.kind == "LSTM" else h0
+        output, last = self.rnn(x, state)
+        return output, last[1] if self.kind == "LSTM" else last
+
+
+@pytest.mark.parametrize(
+    "kind, batch_first, initial_state, fused",
+    [
+        ("LSTM", True, False, 10),  # every step of both layers
+        ("LSTM", False, True, 10),
+        ("GRU", True, False, 8),  # the first step of each layer keeps its folded constant gates
+        ("GRU", False, True, 8),
+    ],
+)
+def test_recurrent_steps_fuse_bit_identically(kind, batch_first, initial_state, fused):
+    """Each unrolled timestep's gate arithmetic becomes one cell kernel computing the same bits as the
+    chain of kernels it replaces (and so eager's results within float rounding)."""
+    torch.manual_seed(0)
+    model = Recurrent(kind, batch_first, initial_state).eval()
+    inputs = (torch.randn(3, 5, 6) if batch_first else torch.randn(5, 3, 6),)
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    assert _fused_ops(program) == {f"torchedge_fused::{kind.lower()}_cell.out": fused}
+    got, chain = _run(program, inputs), _run(_compile(model, inputs), inputs)
+    for g, c in zip(got, chain, strict=True):
+        np.testing.assert_array_equal(g, c)
+    assert_matches(got, torch_outputs(model, inputs), tol=1e-5)
+
+
+def test_recurrent_fusion_leaves_a_step_with_a_shared_gate_alone():
+    """A gate used outside its step (here the forget gate, returned as well) keeps the chain."""
+
+    class Peek(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = nn.LSTMCell(4, 5)
+
+        def forward(self, x, h, c):
+            gates = x @ self.cell.weight_ih.T + h @ self.cell.weight_hh.T
+            i, f, g, o = gates.chunk(4, -1)
+            new_c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(new_c), torch.sigmoid(f)
+
+    torch.manual_seed(0)
+    model, inputs = Peek().eval(), (torch.randn(2, 4), torch.randn(2, 5), torch.randn(2, 5))
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    assert not _fused_ops(program)
+    assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass(recurrent=False)]))
+    assert not _fused_ops(program)

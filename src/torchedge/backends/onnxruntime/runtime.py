@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import tempfile
 from dataclasses import dataclass, field
 from functools import partial
@@ -77,6 +78,25 @@ class _Session:
             self.run = partial(self.session.run_with_iobinding, self.binding)
 
 
+def int8_products_are_exact() -> bool:
+    """Whether ONNX Runtime's fused int8 kernels sum exactly on this CPU.
+
+    On x86-64 without VNNI, its u8 x s8 kernels multiply-add pairs into int16 with saturation
+    (``vpmaddubsw``), which gives wrong results for large enough weights and activations; there
+    the delegate keeps each QuantizeLinear / DequantizeLinear pair apart (ONNX Runtime's
+    ``session.disable_quant_qdq``), so quantized graphs run their float arithmetic between exact
+    quantize and dequantize steps. VNNI (``vpdpbusd``) and ARM64's dot products accumulate in int32.
+    """
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+        return True
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next((line for line in cpuinfo if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
+
+
 class OnnxRuntimeDelegate(BackendInterface):
     def is_available(self) -> bool:
         try:
@@ -94,6 +114,8 @@ class OnnxRuntimeDelegate(BackendInterface):
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.intra_op_num_threads = session_threads(compile_specs)
+        if not int8_products_are_exact():
+            options.add_session_config_entry("session.disable_quant_qdq", "1")
         profiling = RUNTIME_PROFILING in compile_specs
         if profiling:
             options.enable_profiling = True

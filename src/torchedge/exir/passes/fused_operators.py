@@ -19,7 +19,10 @@ _SCHEMAS = {
     "int[] dilation, int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor? bn_mean, "
     "Tensor? bn_var, float eps, str activation, float low, float high)",
     "linear_act": "(Tensor input, Tensor weight, Tensor? bias, str activation)",
+    "lstm_cell": "(Tensor input_gates, Tensor hidden_gates, Tensor cell)",
+    "gru_cell": "(Tensor input_gates, Tensor hidden_gates, Tensor hidden)",
 }
+_OUTPUTS = {"lstm_cell": 2}  # operators with several results (hidden, cell); the others return one tensor
 _LIBRARY = None
 
 
@@ -84,15 +87,59 @@ def _linear_act(input, weight, bias, activation):
     return _activate(y, activation)
 
 
-_IMPLEMENTATIONS = {"attention": _attention, "conv_bn_act": _conv_bn_act, "linear_act": _linear_act}
+def _lstm_cell(input_gates, hidden_gates, cell):
+    """One LSTM step from its gate pre-activations (input and hidden projections, biases included)."""
+    i, f, g, o = (input_gates + hidden_gates).chunk(4, -1)
+    cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(cell), cell
 
 
-def _out_implementation(fn):
+def _gru_cell(input_gates, hidden_gates, hidden):
+    """One GRU step from its gate pre-activations (input and hidden projections, biases included)."""
+    x_r, x_z, x_n = input_gates.chunk(3, -1)
+    h_r, h_z, h_n = hidden_gates.chunk(3, -1)
+    r, z = torch.sigmoid(h_r + x_r), torch.sigmoid(h_z + x_z)
+    n = torch.tanh(x_n + h_n * r)
+    return (hidden - n) * z + n
+
+
+_IMPLEMENTATIONS = {
+    "attention": _attention,
+    "conv_bn_act": _conv_bn_act,
+    "linear_act": _linear_act,
+    "lstm_cell": _lstm_cell,
+    "gru_cell": _gru_cell,
+}
+
+
+def _out_implementation(fn, outputs: int):
+    if outputs > 1:
+
+        def run_several(*args, **outs):
+            results = tuple(outs[f"out{i}"] for i in range(outputs))
+            for out, value in zip(results, fn(*args)):
+                out.copy_(value)
+            return results
+
+        return run_several
+
     def run(*args, out):
         out.copy_(fn(*args))
         return out
 
     return run
+
+
+def _declarations(name: str, arguments: str) -> tuple[str, str]:
+    """The functional and ``.out`` schemas of one fused operator."""
+    outputs = _OUTPUTS.get(name, 1)
+    if outputs == 1:
+        return f"{name}{arguments} -> Tensor", f"{name}.out{arguments[:-1]}, *, Tensor(a!) out) -> Tensor(a!)"
+    aliases = [chr(ord("a") + i) for i in range(outputs)]
+    outs = ", ".join(f"Tensor({a}!) out{i}" for i, a in enumerate(aliases))
+    returns = ", ".join(f"Tensor({a}!)" for a in aliases)
+    functional = f"{name}{arguments} -> ({', '.join(['Tensor'] * outputs)})"
+    return functional, f"{name}.out{arguments[:-1]}, *, {outs}) -> ({returns})"
 
 
 def define_fused_ops() -> None:
@@ -102,10 +149,11 @@ def define_fused_ops() -> None:
         return
     library = torch.library.Library(NAMESPACE, "DEF")
     for name, arguments in _SCHEMAS.items():
-        library.define(f"{name}{arguments} -> Tensor")
-        library.define(f"{name}.out{arguments[:-1]}, *, Tensor(a!) out) -> Tensor(a!)")
+        for declaration in _declarations(name, arguments):
+            library.define(declaration)
         library.impl(name, _IMPLEMENTATIONS[name], "CompositeExplicitAutograd")
-        library.impl(f"{name}.out", _out_implementation(_IMPLEMENTATIONS[name]), "CompositeExplicitAutograd")
+        outputs = _OUTPUTS.get(name, 1)
+        library.impl(f"{name}.out", _out_implementation(_IMPLEMENTATIONS[name], outputs), "CompositeExplicitAutograd")
     _LIBRARY = library
 
 

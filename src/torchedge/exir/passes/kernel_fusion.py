@@ -8,7 +8,7 @@ it up front when ``ExecutorchBackendConfig(kernel_set=...)`` names an ExecuTorch
     config = ExecutorchBackendConfig(passes=[FuseKernelsPass()])
     program = to_edge(exported).to_executorch(config)
 
-Three fusions (float32 and float64 only); the first two are on by default, where they pay:
+Four fusions (float32 and float64 only); all but ``linear_act`` are on by default, where they pay:
 
 * **attention**: the math decomposition of ``scaled_dot_product_attention`` (scale q and kᵀ,
   expand, bmm, add the mask, softmax, the safe-softmax masking of fully masked rows, expand,
@@ -22,11 +22,14 @@ Three fusions (float32 and float64 only); the first two are on by default, where
   (exact) or ``silu`` (also as ``x * sigmoid(x)``, core ATen's form) becomes
   ``torchedge_fused::linear_act``: the activation runs in place on the product. Off by
   default (``FuseKernelsPass(linear=True)``): it measured no faster than the two kernels.
+* **recurrent**: the gate arithmetic of each unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (a
+  split, sigmoids, tanhs, products and sums: about a dozen kernels on a few hundred elements)
+  becomes ``torchedge_fused::lstm_cell`` / ``gru_cell``, bit-identical to the chain.
 
 Each fused operator has an out variant, so `OutVariantPass`, memory planning and the emitter
 treat it like any other operator; the operators are defined in `fused_operators`, each fusion's
-matcher is in its own module (`fuse_attention`, `fuse_conv`, `fuse_linear`, sharing
-`fusion_matching`), and the kernels are in `torchedge.kernels.portable.fused`.
+matcher is in its own module (`fuse_attention`, `fuse_conv`, `fuse_linear`, `fuse_recurrent`, sharing
+`fusion_matching`), and the kernels are in `torchedge.kernels.portable.fused` and `fused_recurrent`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.fuse_attention import fuse_attention
 from torchedge.exir.passes.fuse_conv import fuse_conv
 from torchedge.exir.passes.fuse_linear import LINEAR_ACTIVATIONS, fuse_linear
+from torchedge.exir.passes.fuse_recurrent import RECURRENT_SPLITS, fuse_recurrent
 from torchedge.exir.passes.fused_operators import fused_ops
 
 __all__ = ["FuseKernelsPass", "fusion_passes"]
@@ -47,14 +51,14 @@ _aten = torch.ops.aten
 class FuseKernelsPass(PassBase):
     """Replace operator chains by torchedge's fused kernels (see the module docstring).
 
-    ``attention``, ``conv`` and ``linear`` switch each fusion on or off. ``linear`` is off by
+    ``attention``, ``conv``, ``linear`` and ``recurrent`` switch each fusion on or off. ``linear`` is off by
     default: on the built-in models it did not pay (the activation costs the same passes over
     the product in place as into a buffer of its own, and GEMM time is unchanged).
     """
 
-    def __init__(self, attention: bool = True, conv: bool = True, linear: bool = False):
+    def __init__(self, attention: bool = True, conv: bool = True, linear: bool = False, recurrent: bool = True):
         super().__init__()
-        self.attention, self.conv, self.linear = attention, conv, linear
+        self.attention, self.conv, self.linear, self.recurrent = attention, conv, linear, recurrent
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         ops = fused_ops()
@@ -72,6 +76,8 @@ class FuseKernelsPass(PassBase):
                 modified |= fuse_conv(graph, node, ops)
             elif self.linear and (node.target in LINEAR_ACTIVATIONS or node.target is _aten.mul.Tensor):
                 modified |= fuse_linear(graph, node, ops)
+            elif self.recurrent and node.target in RECURRENT_SPLITS:
+                modified |= fuse_recurrent(graph, node, ops)
         if modified:
             graph.lint()
         return PassResult(graph_module, modified)

@@ -33,14 +33,14 @@ from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["NAMESPACE", "attention", "conv_bn_act", "linear_act", "ACTIVATIONS"]
+__all__ = ["NAMESPACE", "attention", "conv_bn_act", "linear_act", "ACTIVATIONS", "check_float"]
 
 NAMESPACE = "torchedge_fused"
 ACTIVATIONS = ("none", "relu", "hardtanh", "gelu", "silu")
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _check_float(op: str, *arrays) -> np.dtype:
+def check_float(op: str, *arrays) -> np.dtype:
     dtype = arrays[0].dtype
     for a in arrays:
         if a is not None and a.dtype != dtype:
@@ -73,7 +73,7 @@ def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple
 @register_kernel("torchedge_fused::attention.out", shape=_attention_shape)
 def attention(query, key, value, mask, scale, out):
     op = f"{NAMESPACE}::attention.out"
-    dtype = _check_float(op, query, key, value, out)
+    dtype = check_float(op, query, key, value, out)
     check(
         query.ndim >= 2 and key.ndim == query.ndim and value.ndim == query.ndim,
         op,
@@ -244,7 +244,7 @@ def conv_bn_act(
     the zeros before and after the input along each spatial dim; the batch norm is skipped
     when ``bn_mean`` is None."""
     op = f"{NAMESPACE}::conv_bn_act.out"
-    dtype = _check_float(op, input, weight, bias, out)
+    dtype = check_float(op, input, weight, bias, out)
     spatial = weight.ndim - 2
     check(
         1 <= spatial <= 3 and input.ndim == spatial + 2,
@@ -292,7 +292,7 @@ def linear_act(input, weight, bias, activation, out):
     """``activation(input @ weight + bias)`` for a (M, K) input and a (K, N) weight (``addmm``'s
     operands: the weight is already transposed)."""
     op = f"{NAMESPACE}::linear_act.out"
-    dtype = _check_float(op, input, weight, bias, out)
+    dtype = check_float(op, input, weight, bias, out)
     check(
         input.ndim == 2
         and weight.ndim == 2
