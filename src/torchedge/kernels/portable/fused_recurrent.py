@@ -49,11 +49,11 @@ def _step_shape(op: str, gates: int, input_gates, hidden_gates, state) -> tuple:
         fail(op, f"shapes {list(input_gates.shape)}, {list(hidden_gates.shape)}, {list(state.shape)} do not broadcast")
 
 
-def _store(op: str, out: np.ndarray, result: np.ndarray) -> None:
-    """Write a step's result into its out, which must have the result's shape and dtype."""
-    if out.shape != result.shape or out.dtype != result.dtype:
-        fail(op, f"out must be {result.dtype}{list(result.shape)}, got {out.dtype}{list(out.shape)}")
-    np.copyto(out, result)
+def _check_out_shape(op: str, shape: tuple, *outs) -> None:
+    """Outs must have the step's shape exactly (a ufunc would broadcast into a larger one)."""
+    for out in outs:
+        if out.shape != shape:
+            fail(op, f"out must have shape {list(shape)}, got {list(out.shape)}")
 
 
 def _lstm_cell_shape(op: str, input_gates, hidden_gates, cell, out0, out1) -> list[tuple]:
@@ -66,17 +66,21 @@ def lstm_cell(input_gates, hidden_gates, cell, out0, out1):
     """``i, f, g, o = split(input_gates + hidden_gates, 4)``; ``cell' = σ(f)·cell + σ(i)·tanh(g)``,
     ``hidden' = σ(o)·tanh(cell')``: writes hidden' to out0 and cell' to out1."""
     op = f"{NAMESPACE}::lstm_cell.out"
-    check_float(op, input_gates, hidden_gates, cell)
+    check_float(op, input_gates, hidden_gates, cell, out0, out1)
     size = _gate_size(op, 4, input_gates, hidden_gates, cell)
+    gates = np.add(hidden_gates, input_gates)
+    same_shapes = cell.shape == out1.shape == out0.shape and gates.shape[:-1] == out1.shape[:-1]
+    if not same_shapes:  # broadcasting: the outs must have the broadcast shape
+        _check_out_shape(op, _step_shape(op, 4, input_gates, hidden_gates, cell), out0, out1)
     with quiet():
-        gates = np.add(hidden_gates, input_gates)
         activated = np.empty_like(gates)
         _sigmoid(gates, activated)  # σ over all four gates: the g gate's is not used
         candidate = np.tanh(gates[..., 2 * size : 3 * size])
-        new_cell = np.multiply(activated[..., size : 2 * size], cell)
-        new_cell += np.multiply(activated[..., :size], candidate)
-        _store(op, out1, new_cell)
-        _store(op, out0, np.multiply(activated[..., 3 * size :], np.tanh(new_cell)))
+        np.multiply(activated[..., size : 2 * size], cell, out=out1)
+        np.multiply(activated[..., :size], candidate, out=candidate)
+        out1 += candidate
+        cell_tanh = np.tanh(out1, out=candidate if same_shapes else None)
+        np.multiply(activated[..., 3 * size :], cell_tanh, out=out0)
 
 
 def _gru_cell_shape(op: str, input_gates, hidden_gates, hidden, out) -> list[tuple]:
@@ -88,15 +92,16 @@ def gru_cell(input_gates, hidden_gates, hidden, out):
     """``r = σ(h_r + x_r)``, ``z = σ(h_z + x_z)``, ``n = tanh(x_n + h_n·r)``,
     ``hidden' = (hidden - n)·z + n``, the gates split in three along the last dim."""
     op = f"{NAMESPACE}::gru_cell.out"
-    check_float(op, input_gates, hidden_gates, hidden)
+    check_float(op, input_gates, hidden_gates, hidden, out)
     size = _gate_size(op, 3, input_gates, hidden_gates, hidden)
     with quiet():
         gates = np.add(hidden_gates[..., : 2 * size], input_gates[..., : 2 * size])
         _sigmoid(gates, gates)  # r and z together
         candidate = np.multiply(hidden_gates[..., 2 * size :], gates[..., :size])
+        if not hidden.shape == candidate.shape == out.shape:  # broadcasting: out must have the broadcast shape
+            _check_out_shape(op, _step_shape(op, 3, input_gates, hidden_gates, hidden), out)
         np.add(input_gates[..., 2 * size :], candidate, out=candidate)
         np.tanh(candidate, out=candidate)
-        result = np.subtract(hidden, candidate)
-        result *= gates[..., size:]
-        result += candidate
-        _store(op, out, result)
+        np.subtract(hidden, candidate, out=out)
+        out *= gates[..., size:]
+        out += candidate
