@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
-from torchedge.kernels.portable.common import check, finish, quiet, scratch, write
+from torchedge.kernels.portable.common import check, fail, finish, quiet, scratch, write
 from torchedge.kernels.portable.shape_rules import masked
 from torchedge.kernels.registry import register_kernel
 
@@ -22,17 +22,22 @@ __all__ = [
 ]
 
 
+def _check_has_channels(op: str, input) -> None:
+    if input.ndim < 2:
+        fail(op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+
+
 def _batch_norm_outputs(op: str, input, training: bool) -> list[tuple]:
     """The output and the saved mean and invstd: one per channel (dim 1) in training,
     empty in inference (as in ATen)."""
-    check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+    _check_has_channels(op, input)
     stats = (input.shape[1],) if training else (0,)
     return [input.shape, stats, stats]
 
 
 def _check_channel_parameters(op: str, input, weight, bias, running_mean, running_var) -> None:
     """Inference batch norm's per-channel tensors: one value per channel (dim 1) of ``input``."""
-    check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+    _check_has_channels(op, input)
     channels = input.shape[1]
     named = {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var}
     for name, tensor in named.items():
@@ -78,11 +83,11 @@ def batch_norm_no_training(input, weight, bias, running_mean, running_var, momen
 
 def _check_normalized_shape(op: str, input, normalized_shape) -> int:
     k = len(normalized_shape)
-    check(
-        0 < k <= input.ndim and input.shape[input.ndim - k :] == tuple(normalized_shape),
-        op,
-        f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}",
-    )
+    if not 0 < k <= input.ndim or input.shape[input.ndim - k :] != tuple(normalized_shape):
+        fail(
+            op,
+            f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}",
+        )
     return k
 
 
@@ -98,12 +103,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     """Normalise over the trailing ``normalized_shape`` dims; out1/out2 get mean and rstd
     (biased variance), shaped like the input with those dims set to 1."""
     op = "aten::native_layer_norm.out"
-    k = len(normalized_shape)
-    check(
-        0 < k <= input.ndim and tuple(input.shape[input.ndim - k :]) == tuple(normalized_shape),
-        op,
-        f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims {list(input.shape)}",
-    )
+    k = _check_normalized_shape(op, input, normalized_shape)
     if input.size == 0:
         return
     rows = input.shape[: input.ndim - k]
@@ -187,7 +187,7 @@ def batch_norm_no_stats(input, weight, bias, training, momentum, eps, out, save_
 def _batch_norm_training(
     op, input, weight, bias, running_mean, running_var, momentum, eps, out, save_mean, save_invstd
 ):
-    check(input.ndim >= 2, op, f"expected an input with a channel dim, got shape {list(input.shape)}")
+    _check_has_channels(op, input)
     channels = input.shape[1]
     count = input.size // max(channels, 1)
     check(count > 1, op, f"expected more than 1 value per channel when training, got input size {list(input.shape)}")
