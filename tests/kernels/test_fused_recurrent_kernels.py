@@ -24,8 +24,14 @@ def test_lstm_cell_matches_torch(dtype):
         input_gates, hidden_gates = _projections(cell, x, h)
         want_h, want_c = cell(x, (h, c))
     out0, out1 = np.empty((3, 7), input_gates.numpy().dtype), np.empty((3, 7), input_gates.numpy().dtype)
-    get_kernel("torchedge_fused::lstm_cell.out").fn(input_gates.numpy(), hidden_gates.numpy(), c.numpy(), out0, out1)
-    tol = 1e-6 if dtype == torch.float32 else 1e-13
+    kernel, tol = get_kernel("torchedge_fused::lstm_cell.out").fn, 1e-6 if dtype == torch.float32 else 1e-13
+    kernel(input_gates.numpy(), hidden_gates.numpy(), c.numpy(), None, None, -1, out0, out1)
+    np.testing.assert_allclose(out0, want_h.numpy(), rtol=0, atol=tol)
+    np.testing.assert_allclose(out1, want_c.numpy(), rtol=0, atol=tol * 10)
+    # the same step from all steps' input gates (step 1 of 2) and the hidden state with its weight
+    steps = torch.stack([torch.zeros_like(input_gates), input_gates]).numpy()
+    weight, bias = cell.weight_hh.detach().T.contiguous().numpy(), cell.bias_hh.detach().numpy()
+    kernel(steps, bias, c.numpy(), h.numpy(), weight, 1, out0, out1)
     np.testing.assert_allclose(out0, want_h.numpy(), rtol=0, atol=tol)
     np.testing.assert_allclose(out1, want_c.numpy(), rtol=0, atol=tol * 10)
 
@@ -39,8 +45,13 @@ def test_gru_cell_matches_torch(dtype):
         input_gates, hidden_gates = _projections(cell, x, h)
         want = cell(x, h)
     out = np.empty((3, 7), input_gates.numpy().dtype)
-    get_kernel("torchedge_fused::gru_cell.out").fn(input_gates.numpy(), hidden_gates.numpy(), h.numpy(), out)
-    np.testing.assert_allclose(out, want.numpy(), rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-13)
+    kernel, tol = get_kernel("torchedge_fused::gru_cell.out").fn, 1e-6 if dtype == torch.float32 else 1e-13
+    kernel(input_gates.numpy(), hidden_gates.numpy(), h.numpy(), None, -1, out)
+    np.testing.assert_allclose(out, want.numpy(), rtol=0, atol=tol)
+    steps = torch.stack([input_gates, torch.zeros_like(input_gates)]).numpy()
+    weight, bias = cell.weight_hh.detach().T.contiguous().numpy(), cell.bias_hh.detach().numpy()
+    kernel(steps, bias, h.numpy(), weight, 0, out)
+    np.testing.assert_allclose(out, want.numpy(), rtol=0, atol=tol)
 
 
 def test_cells_broadcast_their_operands():
@@ -49,7 +60,7 @@ def test_cells_broadcast_their_operands():
     rng = np.random.default_rng(0)
     gates_x, gates_h, cell = (rng.standard_normal(s).astype(np.float32) for s in ((2, 12), (1, 1, 12), (2, 3)))
     out0, out1 = np.empty((1, 2, 3), np.float32), np.empty((1, 2, 3), np.float32)
-    get_kernel("torchedge_fused::lstm_cell.out").fn(gates_x, gates_h, cell, out0, out1)
+    get_kernel("torchedge_fused::lstm_cell.out").fn(gates_x, gates_h, cell, None, None, -1, out0, out1)
     i, f, g, o = torch.from_numpy(gates_x + gates_h).chunk(4, -1)
     want_c = torch.sigmoid(f) * torch.from_numpy(cell) + torch.sigmoid(i) * torch.tanh(g)
     np.testing.assert_allclose(out1, want_c.numpy(), rtol=0, atol=1e-6)
@@ -57,7 +68,7 @@ def test_cells_broadcast_their_operands():
 
     gates_x, gates_h, hidden = (rng.standard_normal(s).astype(np.float32) for s in ((2, 9), (1, 1, 9), (2, 3)))
     out = np.empty((1, 2, 3), np.float32)
-    get_kernel("torchedge_fused::gru_cell.out").fn(gates_x, gates_h, hidden, out)
+    get_kernel("torchedge_fused::gru_cell.out").fn(gates_x, gates_h, hidden, None, -1, out)
     x_r, x_z, x_n = torch.from_numpy(gates_x).chunk(3, -1)
     h_r, h_z, h_n = torch.from_numpy(gates_h).chunk(3, -1)
     n = torch.tanh(x_n + h_n * torch.sigmoid(h_r + x_r))
@@ -66,22 +77,33 @@ def test_cells_broadcast_their_operands():
 
 
 @pytest.mark.parametrize(
-    "name, args, message",
+    "name, shapes, extra, message",
     [
-        ("lstm_cell", [(2, 10), (2, 10), (2, 3)], "4 x hidden size"),
-        ("lstm_cell", [(2, 12), (2, 8), (2, 3)], "4 x hidden size"),
-        ("lstm_cell", [(2, 12), (2, 12), (2, 3), (2, 4), (2, 3)], "out must have shape"),
-        ("gru_cell", [(2, 9), (2, 9), (2, 3), (1, 3)], "out must have shape"),
-        ("gru_cell", [(2, 9), (2, 9), (3, 3)], "do not broadcast"),
+        ("lstm_cell", [(2, 10), (2, 10), (2, 3)], [None, None, -1], "4 x hidden size"),
+        ("lstm_cell", [(2, 12), (2, 8), (2, 3)], [None, None, -1], "4 x hidden size"),
+        ("lstm_cell", [(2, 12), (2, 12), (2, 3)], [None, None, 2], "step 2 is out of range"),
+        ("lstm_cell", [(2, 12), (12,), (2, 3)], [(2, 3), (4, 12), -1], "a weight"),
+        ("lstm_cell", [(2, 12), (11,), (2, 3)], [(2, 3), (3, 12), -1], "a bias of 12 values"),
+        ("gru_cell", [(2, 9), (2, 9), (3, 3)], [None, -1], "do not broadcast"),
     ],
 )
-def test_malformed_cells_are_kernel_errors(name, args, message):
+def test_malformed_cells_are_kernel_errors(name, shapes, extra, message):
     op = f"torchedge_fused::{name}.out"
-    outs = 2 if name == "lstm_cell" else 1
-    arrays = [np.zeros(s, np.float32) for s in args]
-    if len(arrays) == 3:  # outs of the step's shape
-        arrays += [np.zeros((2, 3), np.float32) for _ in range(outs)]
+    arrays = [np.zeros(s, np.float32) for s in shapes]
+    arrays += [np.zeros(a, np.float32) if isinstance(a, tuple) else a for a in extra]
+    outs = [np.zeros((2, 3), np.float32) for _ in range(2 if name == "lstm_cell" else 1)]
     with pytest.raises(KernelError, match=message):
-        get_kernel(op).fn(*arrays)
+        get_kernel(op).fn(*arrays, *outs)
     with pytest.raises(KernelError, match="float32 and float64"):
-        get_kernel(op).fn(*[a.astype(np.int32) for a in arrays])
+        get_kernel(op).fn(*[a.astype(np.int32) if isinstance(a, np.ndarray) else a for a in arrays + outs])
+
+
+def test_outs_of_another_shape_are_kernel_errors():
+    gates, state = np.zeros((2, 12), np.float32), np.zeros((2, 3), np.float32)
+    with pytest.raises(KernelError, match="out must have shape"):
+        get_kernel("torchedge_fused::lstm_cell.out").fn(
+            gates, gates, state, None, None, -1, state, np.zeros((2, 4), np.float32)
+        )
+    gates = np.zeros((2, 9), np.float32)
+    with pytest.raises(KernelError, match="out must have shape"):
+        get_kernel("torchedge_fused::gru_cell.out").fn(gates, gates, state, None, -1, np.zeros((1, 3), np.float32))

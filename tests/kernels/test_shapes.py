@@ -315,12 +315,15 @@ def _fused_calls() -> list:
     q, k, v, mask = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 6), torch.zeros(5, 7)
     x, w = torch.randn(1, 4, 10, 9), torch.randn(6, 2, 3, 3)
     stats = [torch.rand(6) + 0.5 for _ in range(4)]
+    h, wh = torch.randn(2, 3), torch.randn(3, 12)
     return [
         _call(fused["attention"], q, k, v, mask, 0.5),
         _call(fused["conv_bn_act"], x, w, None, [2, 1], [0, 1], [1, 2], [1, 1], 2, *stats, 1e-5, "relu", 0.0, 0.0),
         _call(fused["linear_act"], torch.randn(5, 7), torch.randn(7, 3), torch.randn(3), "gelu"),
-        _call(fused["lstm_cell"], torch.randn(2, 1, 12), torch.randn(2, 12), torch.randn(2, 3)),
-        _call(fused["gru_cell"], torch.randn(1, 9), torch.randn(2, 1, 9), torch.randn(1, 3)),
+        _call(fused["lstm_cell"], torch.randn(2, 1, 12), torch.randn(2, 12), torch.randn(2, 3), None, None, -1),
+        _call(fused["lstm_cell"], torch.randn(5, 2, 12), torch.randn(12), torch.randn(2, 3), h, wh, 4),
+        _call(fused["gru_cell"], torch.randn(1, 9), torch.randn(2, 1, 9), torch.randn(1, 3), None, -1),
+        _call(fused["gru_cell"], torch.randn(4, 2, 9), torch.randn(9), torch.randn(2, 3), torch.randn(3, 9), 0),
     ]
 
 

@@ -1,24 +1,35 @@
-"""Kernel fusion of recurrent cells: the gate arithmetic of each unrolled LSTM or GRU timestep
-becomes ``torchedge_fused::lstm_cell`` or ``gru_cell``.
+"""Kernel fusion of recurrent cells: each unrolled LSTM or GRU timestep becomes one
+``torchedge_fused::lstm_cell`` or ``gru_cell``.
 
-``torch.export`` decomposes ``nn.LSTM`` per timestep into ``add(hidden_gates, input_gates)``,
-a split in four along the last dim, ``sigmoid`` / ``tanh`` of the chunks and the products and
-sums of the new cell and hidden state; ``nn.GRU`` into splits of the input and hidden
-projections in three, two ``sigmoid`` gates, a ``tanh`` candidate and the interpolation
-``(hidden - n) * z + n``. Each matcher starts at a split, follows exactly that structure (each
-intermediate used only inside the step) and replaces it. The projections (``addmm``) stay.
-A GRU's first step, whose hidden projection constant folding has already split into three
-constants, stays unfused.
+``torch.export`` decomposes ``nn.LSTM`` per timestep into the step's slice of the layer's input
+projections (``squeeze_copy(slice_copy(...))``), the hidden projection
+(``view_copy(addmm(bias, view_copy(hidden), weight))``), ``add`` of the two, a split in four
+along the last dim, ``sigmoid`` / ``tanh`` of the chunks and the products and sums of the new
+cell and hidden state; ``nn.GRU`` into splits of the two projections in three, two ``sigmoid``
+gates, a ``tanh`` candidate and the interpolation ``(hidden - n) * z + n``. Each matcher starts
+at a split, follows exactly that structure (each intermediate used only inside the step) and
+replaces it, taking the slice and the hidden projection in when they have that form (the
+layer's input projection, one GEMM over all steps, stays). A GRU's first step, whose hidden
+projection constant folding has already split into three constants, stays unfused.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
 
 from torchedge.exir.passes.debug_handles import inherit_debug_info
-from torchedge.exir.passes.fusion_matching import is_call, is_float_tensor, meta_val, only_user, replace_with_fused
+from torchedge.exir.passes.fusion_matching import (
+    erase_matched,
+    is_call,
+    is_float_tensor,
+    meta_val,
+    only_user,
+    replace_with_fused,
+    shape_of,
+)
 
 __all__ = ["RECURRENT_SPLITS", "fuse_recurrent"]
 
@@ -51,6 +62,52 @@ def _chunks(split: torch.fx.Node, count: int) -> list | None:
         return None
     items = [by_index[i] for i in range(count)]
     return items if all(len(n.users) == 1 for n in items) else None
+
+
+def _projection(node, width: int):
+    """``(hidden, weight, bias, nodes)`` when ``node`` is a step's hidden projection as exported,
+    ``view_copy(addmm(bias, view_copy(hidden, [rows, H]), weight), [*hidden.shape[:-1], width])``
+    with each intermediate used once; else None."""
+    if not is_call(node, _aten.view_copy.default) or len(node.users) != 1:
+        return None
+    product = node.args[0]
+    if not is_call(product, _aten.addmm.default) or len(product.args) != 3 or product.kwargs:
+        return None
+    bias, flat, weight = product.args
+    if len(product.users) != 1 or not is_call(flat, _aten.view_copy.default) or len(flat.users) != 1:
+        return None
+    hidden = flat.args[0]
+    if not all(is_float_tensor(n) and all(isinstance(d, int) for d in shape_of(n)) for n in (hidden, weight, bias)):
+        return None
+    rows, size = shape_of(hidden)[:-1], shape_of(hidden)[-1:]
+    if (
+        shape_of(flat) != (math.prod(rows),) + size
+        or shape_of(node) != rows + (width,)
+        or shape_of(weight) != size + (width,)
+        or shape_of(bias) not in ((width,), (1, width))
+    ):
+        return None
+    return hidden, weight, bias, [node, product, flat]
+
+
+def _selected(node):
+    """``(projections, step, nodes)`` when ``node`` is ``projections[step]`` as exported,
+    ``squeeze_copy(slice_copy(projections, 0, step, step + 1), [0])`` with the slice used once;
+    else ``(node, -1, [])``."""
+    if not is_call(node, _aten.squeeze_copy.dims) or list(node.args[1]) != [0] or len(node.users) != 1:
+        return node, -1, []
+    piece = node.args[0]
+    if not is_call(piece, _aten.slice_copy.Tensor) or len(piece.users) != 1 or piece.kwargs:
+        return node, -1, []
+    source, dim, start, end = (list(piece.args) + [0, None, None])[:4]
+    step = piece.args[4] if len(piece.args) > 4 else 1
+    start = 0 if start is None else start
+    if dim != 0 or step != 1 or not isinstance(start, int) or end != start + 1 or not is_float_tensor(source):
+        return node, -1, []
+    length = shape_of(source)[0] if shape_of(source) else None
+    if not isinstance(length, int) or not 0 <= start < length:
+        return node, -1, []
+    return source, start, [node, piece]
 
 
 def _binary(node, target, operand) -> torch.fx.Node | None:
@@ -96,13 +153,21 @@ def _fuse_lstm(graph: torch.fx.Graph, split: torch.fx.Node, ops: dict) -> bool:
     new_hidden = only_user(cell_tanh) if cell_tanh is not None else None
     if _binary(new_hidden, _aten.mul.Tensor, output_sig) is not cell_tanh or only_user(output_sig) is not new_hidden:
         return False
-    hidden_gates, input_gates = gates.args
-    if not _same_float(hidden_gates, input_gates, cell, new_cell, new_hidden):
+    if not _same_float(*gates.args, cell, new_cell, new_hidden):
         return False
     if meta_val(new_cell).shape != meta_val(new_hidden).shape:
         return False
+    width = shape_of(gates)[-1]
+    hidden_gates, input_gates = gates.args
+    if _projection(input_gates, width) is not None or _selected(hidden_gates)[2]:
+        input_gates, hidden_gates = gates.args  # the add's operands the other way round
+    projection = _projection(hidden_gates, width)
+    hidden, weight, absorbed = None, None, []
+    if projection is not None:
+        hidden, weight, hidden_gates, absorbed = projection
+    input_gates, step, selected = _selected(input_gates)
     with graph.inserting_after(new_cell):
-        fused = graph.call_function(ops["lstm_cell"], (input_gates, hidden_gates, cell))
+        fused = graph.call_function(ops["lstm_cell"], (input_gates, hidden_gates, cell, hidden, weight, step))
     fused.meta["val"] = (meta_val(new_hidden), meta_val(new_cell))
     inherit_debug_info(fused, new_hidden)
     results: list[torch.fx.Node] = []
@@ -115,8 +180,7 @@ def _fuse_lstm(graph: torch.fx.Graph, split: torch.fx.Node, ops: dict) -> bool:
     new_hidden.replace_all_uses_with(results[0])
     new_cell.replace_all_uses_with(results[1])
     matched = [new_hidden, cell_tanh, new_cell, input_mul, forget_mul, output_sig, candidate, forget_sig, input_sig]
-    for node in [*matched, *reversed(items), split, gates]:
-        graph.erase_node(node)
+    erase_matched(graph, [*matched, *items, split, gates, *absorbed, *selected])
     return True
 
 
@@ -159,9 +223,15 @@ def _fuse_gru(graph: torch.fx.Graph, split: torch.fx.Node, ops: dict) -> bool:
     input_gates, hidden_gates = input_split.args[0], split.args[0]
     if not _same_float(input_gates, hidden_gates, hidden, new_hidden):
         return False
+    weight, absorbed = None, []
+    projection = _projection(hidden_gates, shape_of(hidden_gates)[-1])
+    if projection is not None and projection[0] is hidden:  # the projected state is the one carried on
+        _, weight, hidden_gates, absorbed = projection
+    input_gates, step, selected = _selected(input_gates)
     matched = [interpolated, difference, candidate, candidate_add, gated, reset, update, reset_add, update_add]
-    matched += [*hidden_items, split, x_r, x_z, x_n, input_split]
-    replace_with_fused(graph, new_hidden, ops["gru_cell"], (input_gates, hidden_gates, hidden), [new_hidden, *matched])
+    matched += [*hidden_items, split, x_r, x_z, x_n, input_split, *absorbed, *selected]
+    args = (input_gates, hidden_gates, hidden, weight, step)
+    replace_with_fused(graph, new_hidden, ops["gru_cell"], args, [new_hidden, *matched])
     return True
 
 

@@ -19,8 +19,8 @@ _SCHEMAS = {
     "int[] dilation, int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor? bn_mean, "
     "Tensor? bn_var, float eps, str activation, float low, float high)",
     "linear_act": "(Tensor input, Tensor weight, Tensor? bias, str activation)",
-    "lstm_cell": "(Tensor input_gates, Tensor hidden_gates, Tensor cell)",
-    "gru_cell": "(Tensor input_gates, Tensor hidden_gates, Tensor hidden)",
+    "lstm_cell": "(Tensor input_gates, Tensor hidden_gates, Tensor cell, Tensor? hidden, Tensor? weight, int step)",
+    "gru_cell": "(Tensor input_gates, Tensor hidden_gates, Tensor hidden, Tensor? weight, int step)",
 }
 _OUTPUTS = {"lstm_cell": 2}  # operators with several results (hidden, cell); the others return one tensor
 _LIBRARY = None
@@ -87,15 +87,28 @@ def _linear_act(input, weight, bias, activation):
     return _activate(y, activation)
 
 
-def _lstm_cell(input_gates, hidden_gates, cell):
+def _step_gates(input_gates, hidden_gates, hidden, weight, step):
+    """A recurrent step's gate pre-activations: ``input_gates[step]`` (all of it when step < 0),
+    and ``hidden @ weight + hidden_gates`` (its bias) when a weight is given, else hidden_gates."""
+    if step >= 0:
+        input_gates = input_gates[step]
+    if weight is not None:
+        projected = torch.addmm(hidden_gates, hidden.reshape(-1, hidden.shape[-1]), weight)
+        hidden_gates = projected.reshape(*hidden.shape[:-1], weight.shape[-1])
+    return input_gates, hidden_gates
+
+
+def _lstm_cell(input_gates, hidden_gates, cell, hidden, weight, step):
     """One LSTM step from its gate pre-activations (input and hidden projections, biases included)."""
-    i, f, g, o = (input_gates + hidden_gates).chunk(4, -1)
+    input_gates, hidden_gates = _step_gates(input_gates, hidden_gates, hidden, weight, step)
+    i, f, g, o = (hidden_gates + input_gates).chunk(4, -1)
     cell = torch.sigmoid(f) * cell + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(cell), cell
 
 
-def _gru_cell(input_gates, hidden_gates, hidden):
+def _gru_cell(input_gates, hidden_gates, hidden, weight, step):
     """One GRU step from its gate pre-activations (input and hidden projections, biases included)."""
+    input_gates, hidden_gates = _step_gates(input_gates, hidden_gates, hidden, weight, step)
     x_r, x_z, x_n = input_gates.chunk(3, -1)
     h_r, h_z, h_n = hidden_gates.chunk(3, -1)
     r, z = torch.sigmoid(h_r + x_r), torch.sigmoid(h_z + x_z)

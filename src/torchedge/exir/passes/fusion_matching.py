@@ -19,6 +19,7 @@ __all__ = [
     "through_view_of_identity_expand",
     "scaled",
     "replace_with_fused",
+    "erase_matched",
 ]
 
 _aten = torch.ops.aten
@@ -81,10 +82,15 @@ def replace_with_fused(graph: torch.fx.Graph, last: torch.fx.Node, target, args,
     fused.meta["val"] = last.meta["val"]
     inherit_debug_info(fused, last)
     last.replace_all_uses_with(fused)
+    erase_matched(graph, matched)
+    return fused
+
+
+def erase_matched(graph: torch.fx.Graph, matched: list) -> None:
+    """Erase the matched nodes a fusion left without users, users before what they use."""
     for node in sorted(set(matched), key=_position(graph), reverse=True):
         if not node.users:
             graph.erase_node(node)
-    return fused
 
 
 def _position(graph: torch.fx.Graph):

@@ -22,9 +22,10 @@ Four fusions (float32 and float64 only); all but ``linear_act`` are on by defaul
   (exact) or ``silu`` (also as ``x * sigmoid(x)``, core ATen's form) becomes
   ``torchedge_fused::linear_act``: the activation runs in place on the product. Off by
   default (``FuseKernelsPass(linear=True)``): it measured no faster than the two kernels.
-* **recurrent**: the gate arithmetic of each unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (a
-  split, sigmoids, tanhs, products and sums: about a dozen kernels on a few hundred elements)
-  becomes ``torchedge_fused::lstm_cell`` / ``gru_cell``, bit-identical to the chain.
+* **recurrent**: each unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the step's input slice, the
+  hidden projection, a split, sigmoids, tanhs, products and sums: about sixteen kernels on a
+  few hundred elements) becomes ``torchedge_fused::lstm_cell`` / ``gru_cell``, bit-identical
+  to the chain.
 
 Each fused operator has an out variant, so `OutVariantPass`, memory planning and the emitter
 treat it like any other operator; the operators are defined in `fused_operators`, each fusion's

@@ -1,15 +1,20 @@
 """Kernels of the fused recurrent cells (``torchedge_fused::lstm_cell`` / ``gru_cell``).
 
-``torch.export`` unrolls ``nn.LSTM`` and ``nn.GRU`` into a dozen small operators per timestep
-(split the gates, sigmoids, tanhs, products and sums on a few hundred elements), where the
-time goes to calling kernels rather than to arithmetic. The compiler replaces each step's
-gate arithmetic with one of these kernels (`torchedge.exir.passes.fuse_recurrent`, with
-``fuse_kernels=True``); the projections stay ``addmm``. Each runs the same float32 / float64
-operations, in the same order, as the portable kernels of the chain it replaces, so a fused
-program computes the same bits as the unfused one.
+``torch.export`` unrolls ``nn.LSTM`` and ``nn.GRU`` into about sixteen small operators per
+timestep (select the step's input projection, project the hidden state, split the gates,
+sigmoids, tanhs, products and sums, on a few hundred elements), where the time goes to calling
+kernels rather than to arithmetic. The compiler replaces each step with one of these kernels
+(`torchedge.exir.passes.fuse_recurrent`, with ``fuse_kernels=True``): a step's input gates are
+``input_gates[step]`` (or all of ``input_gates`` when ``step`` is -1), its hidden gates
+``hidden @ weight + hidden_gates`` (or ``hidden_gates`` itself when there is no weight, as on
+a first step whose projection constant folding computed). Each runs the same float32 / float64
+operations, in the same order, as the portable kernels of the chain it replaces (``addmm``
+included), so a fused program computes the same bits as the unfused one.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -21,86 +26,115 @@ from torchedge.kernels.registry import register_kernel
 __all__ = ["lstm_cell", "gru_cell"]
 
 
-def _gate_size(op: str, gates: int, input_gates, hidden_gates, state) -> int:
-    """The hidden size: the gates' last dim holds ``gates`` chunks of it."""
-    width = input_gates.shape[-1] if input_gates.ndim else 0
+def _gate_shapes(op: str, input_gates, hidden_gates, hidden, weight, step) -> tuple[tuple, tuple]:
+    """The shapes of a step's input gates and hidden gates (see the module docstring)."""
+    shape = input_gates.shape
+    if step >= 0:
+        if not shape or step >= shape[0]:
+            fail(op, f"step {step} is out of range for input gates of shape {list(shape)}")
+        shape = shape[1:]
+    if weight is None:
+        return shape, hidden_gates.shape
+    if hidden is None or hidden.ndim < 1 or weight.ndim != 2 or weight.shape[0] != hidden.shape[-1]:
+        fail(
+            op,
+            f"expects a hidden state [..., H] and a weight [H, gates], got "
+            f"{None if hidden is None else list(hidden.shape)} and {list(weight.shape)}",
+        )
+    if hidden_gates.shape not in ((weight.shape[1],), (1, weight.shape[1])):
+        fail(op, f"expects a bias of {weight.shape[1]} values, got shape {list(hidden_gates.shape)}")
+    return shape, hidden.shape[:-1] + weight.shape[1:]
+
+
+@functools.lru_cache(maxsize=256)  # a program's steps repeat a few shape combinations: check each once
+def _step_shape(op: str, gates: int, input_shape: tuple, hidden_shape: tuple, state: tuple) -> tuple[int, tuple]:
+    """The hidden size and the broadcast shape of the step's state."""
+    width = input_shape[-1] if input_shape else 0
     size = width // gates
     if not (
-        input_gates.ndim >= 1
-        and hidden_gates.ndim >= 1
+        input_shape
+        and hidden_shape
         and width % gates == 0
-        and hidden_gates.shape[-1] == width
-        and (state.ndim == 0 or state.shape[-1] in (1, size))
+        and hidden_shape[-1] == width
+        and (not state or state[-1] in (1, size))
     ):
         fail(
             op,
             f"expects gates of {gates} x hidden size in the last dim and a state of the hidden size, got "
-            f"{list(input_gates.shape)}, {list(hidden_gates.shape)} and {list(state.shape)}",
+            f"{list(input_shape)}, {list(hidden_shape)} and {list(state)}",
         )
-    return size
-
-
-def _step_shape(op: str, gates: int, input_gates, hidden_gates, state) -> tuple:
-    """The broadcast shape of one step's state: the gates' shapes with their last dim split."""
-    size = _gate_size(op, gates, input_gates, hidden_gates, state)
     try:
-        return np.broadcast_shapes(input_gates.shape[:-1] + (size,), hidden_gates.shape[:-1] + (size,), state.shape)
+        return size, np.broadcast_shapes(input_shape[:-1] + (size,), hidden_shape[:-1] + (size,), state)
     except ValueError:
-        fail(op, f"shapes {list(input_gates.shape)}, {list(hidden_gates.shape)}, {list(state.shape)} do not broadcast")
+        fail(op, f"shapes {list(input_shape)}, {list(hidden_shape)}, {list(state)} do not broadcast")
 
 
-def _check_out_shape(op: str, shape: tuple, *outs) -> None:
+def _gates(input_gates, hidden_gates, hidden, weight, step) -> tuple[np.ndarray, np.ndarray]:
+    """The step's input and hidden gates as arrays: ``addmm``'s float32 arithmetic for the latter."""
+    if step >= 0:
+        input_gates = input_gates[step]
+    if weight is None:
+        return input_gates, hidden_gates
+    projected = np.matmul(hidden.reshape(-1, hidden.shape[-1]), weight)
+    projected += hidden_gates
+    return input_gates, projected.reshape(hidden.shape[:-1] + weight.shape[1:])
+
+
+def _check_outs(op: str, shape: tuple, *outs) -> None:
     """Outs must have the step's shape exactly (a ufunc would broadcast into a larger one)."""
     for out in outs:
         if out.shape != shape:
             fail(op, f"out must have shape {list(shape)}, got {list(out.shape)}")
 
 
-def _lstm_cell_shape(op: str, input_gates, hidden_gates, cell, out0, out1) -> list[tuple]:
-    shape = _step_shape(op, 4, input_gates, hidden_gates, cell)
+def _lstm_cell_shape(op: str, input_gates, hidden_gates, cell, hidden, weight, step, out0, out1) -> list[tuple]:
+    shapes = _gate_shapes(op, input_gates, hidden_gates, hidden, weight, step)
+    shape = _step_shape(op, 4, *shapes, cell.shape)[1]
     return [shape, shape]
 
 
 @register_kernel("torchedge_fused::lstm_cell.out", shape=_lstm_cell_shape)
-def lstm_cell(input_gates, hidden_gates, cell, out0, out1):
-    """``i, f, g, o = split(input_gates + hidden_gates, 4)``; ``cell' = σ(f)·cell + σ(i)·tanh(g)``,
+def lstm_cell(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1):
+    """``i, f, g, o = split(input gates + hidden gates, 4)``; ``cell' = σ(f)·cell + σ(i)·tanh(g)``,
     ``hidden' = σ(o)·tanh(cell')``: writes hidden' to out0 and cell' to out1."""
     op = f"{NAMESPACE}::lstm_cell.out"
-    check_float(op, input_gates, hidden_gates, cell, out0, out1)
-    size = _gate_size(op, 4, input_gates, hidden_gates, cell)
-    gates = np.add(hidden_gates, input_gates)
-    same_shapes = cell.shape == out1.shape == out0.shape and gates.shape[:-1] == out1.shape[:-1]
-    if not same_shapes:  # broadcasting: the outs must have the broadcast shape
-        _check_out_shape(op, _step_shape(op, 4, input_gates, hidden_gates, cell), out0, out1)
+    check_float(op, input_gates, hidden_gates, cell, hidden, weight, out0, out1)
+    shapes = _gate_shapes(op, input_gates, hidden_gates, hidden, weight, step)
+    size, shape = _step_shape(op, 4, *shapes, cell.shape)
+    _check_outs(op, shape, out0, out1)
     with quiet():
+        x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
+        gates = np.add(h, x)
         activated = np.empty_like(gates)
         _sigmoid(gates, activated)  # σ over all four gates: the g gate's is not used
         candidate = np.tanh(gates[..., 2 * size : 3 * size])
         np.multiply(activated[..., size : 2 * size], cell, out=out1)
         np.multiply(activated[..., :size], candidate, out=candidate)
         out1 += candidate
-        cell_tanh = np.tanh(out1, out=candidate if same_shapes else None)
+        cell_tanh = np.tanh(out1, out=candidate if candidate.shape == out1.shape else None)
         np.multiply(activated[..., 3 * size :], cell_tanh, out=out0)
 
 
-def _gru_cell_shape(op: str, input_gates, hidden_gates, hidden, out) -> list[tuple]:
-    return [_step_shape(op, 3, input_gates, hidden_gates, hidden)]
+def _gru_cell_shape(op: str, input_gates, hidden_gates, hidden, weight, step, out) -> list[tuple]:
+    shapes = _gate_shapes(op, input_gates, hidden_gates, hidden, weight, step)
+    return [_step_shape(op, 3, *shapes, hidden.shape)[1]]
 
 
 @register_kernel("torchedge_fused::gru_cell.out", shape=_gru_cell_shape)
-def gru_cell(input_gates, hidden_gates, hidden, out):
+def gru_cell(input_gates, hidden_gates, hidden, weight, step, out):
     """``r = σ(h_r + x_r)``, ``z = σ(h_z + x_z)``, ``n = tanh(x_n + h_n·r)``,
     ``hidden' = (hidden - n)·z + n``, the gates split in three along the last dim."""
     op = f"{NAMESPACE}::gru_cell.out"
-    check_float(op, input_gates, hidden_gates, hidden, out)
-    size = _gate_size(op, 3, input_gates, hidden_gates, hidden)
+    check_float(op, input_gates, hidden_gates, hidden, weight, out)
+    shapes = _gate_shapes(op, input_gates, hidden_gates, hidden, weight, step)
+    size, shape = _step_shape(op, 3, *shapes, hidden.shape)
+    _check_outs(op, shape, out)
     with quiet():
-        gates = np.add(hidden_gates[..., : 2 * size], input_gates[..., : 2 * size])
+        x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
+        gates = np.add(h[..., : 2 * size], x[..., : 2 * size])
         _sigmoid(gates, gates)  # r and z together
-        candidate = np.multiply(hidden_gates[..., 2 * size :], gates[..., :size])
-        if not hidden.shape == candidate.shape == out.shape:  # broadcasting: out must have the broadcast shape
-            _check_out_shape(op, _step_shape(op, 3, input_gates, hidden_gates, hidden), out)
-        np.add(input_gates[..., 2 * size :], candidate, out=candidate)
+        candidate = np.multiply(h[..., 2 * size :], gates[..., :size])
+        np.add(x[..., 2 * size :], candidate, out=candidate)
         np.tanh(candidate, out=candidate)
         np.subtract(hidden, candidate, out=out)
         out *= gates[..., size:]
