@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from torchedge.kernels.portable.common import check, quiet, write
+from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.upsample import source_scale
 from torchedge.kernels.registry import register_kernel
 
@@ -78,9 +78,16 @@ def _resample(x: np.ndarray, axis: int, out_size: int, align_corners: bool, scal
     return np.moveaxis(total.astype(x.dtype, copy=False), -1, axis)
 
 
+def _check_sizes(op: str, self, output_size) -> None:
+    """The checks the kernels and the shape function share: a 4-D input and 2 output sizes."""
+    if self.ndim != 4:
+        fail(op, f"expected a 4-D (N, C, H, W) input, got shape {list(self.shape)}")
+    if len(output_size) != 2:
+        fail(op, f"output_size must have 2 values, got {list(output_size)}")
+
+
 def _check(op: str, self, output_size) -> tuple:
-    check(self.ndim == 4, op, f"expected a 4-D (N, C, H, W) input, got shape {list(self.shape)}")
-    check(len(output_size) == 2, op, f"output_size must have 2 values, got {list(output_size)}")
+    _check_sizes(op, self, output_size)
     check(
         min(output_size) > 0 and min(self.shape[2:]) > 0,
         op,
@@ -105,8 +112,7 @@ def _resize(op: str, taps: int, kind, self, output_size, align_corners, scales_h
 
 
 def _shape(op: str, self, output_size, *rest) -> list[tuple]:
-    check(self.ndim == 4, op, f"expected a 4-D (N, C, H, W) input, got shape {list(self.shape)}")
-    check(len(output_size) == 2, op, f"output_size must have 2 values, got {list(output_size)}")
+    _check_sizes(op, self, output_size)
     return [self.shape[:2] + tuple(output_size)]
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.dtypes import category
-from torchedge.kernels.portable.common import check, write
+from torchedge.kernels.portable.common import check, fail, write
 from torchedge.kernels.portable.shape_rules import from_size, same_as
 from torchedge.kernels.registry import register_kernel
 
@@ -78,13 +78,19 @@ def scalar_tensor(s, out):
     write(out, s)
 
 
+def _check_step(op: str, step) -> None:
+    """``arange``'s step (after any truncation to an integer) is not zero."""
+    if step == 0:
+        fail(op, "step must be nonzero")
+
+
 def arange_length(op: str, start, end, step, integral: bool) -> int:
     """ATen's length of ``arange(start, end, step)``: ``ceil((end - start) / step)`` in double,
     but for an int64 result in int64 arithmetic on the arguments truncated to integers."""
     check(all(math.isfinite(v) for v in (start, end, step)), op, f"unsupported range: {start} -> {end} by {step}")
     if integral:
         start, end, step = int(start), int(end), int(step)
-    check(step != 0, op, "step must be nonzero")
+    _check_step(op, step)
     check(
         (step > 0 and end >= start) or (step < 0 and end <= start),
         op,
@@ -114,7 +120,7 @@ def arange_start(start, end, step, out):
     integral = category(out.dtype) < 2
     if integral:
         start, step = int(start), int(step)
-    check(step != 0, op, "step must be nonzero")
+    _check_step(op, step)
     i = np.arange(out.shape[0], dtype=np.int64 if integral else np.float64)
     i *= step
     i += start

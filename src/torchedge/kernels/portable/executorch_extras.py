@@ -11,7 +11,7 @@ import numpy as np
 
 from torchedge.errors import KernelError
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
-from torchedge.kernels.portable.common import check, quiet, wrap_dim, write
+from torchedge.kernels.portable.common import check, fail, quiet, wrap_dim, write
 from torchedge.kernels.portable.linear_algebra import matmul_into
 from torchedge.kernels.portable.shape_rules import broadcast_shapes, from_size, replaced, same_as
 from torchedge.kernels.registry import register_kernel
@@ -82,10 +82,17 @@ def linear(input, weight, bias, out):
         write(out, buf)
 
 
+def _pixel_dims(op: str, self, factor, name: str) -> tuple:
+    """(channels, height, width) of a pixel (un)shuffle's input, its ``name`` factor checked positive."""
+    if self.ndim < 3:
+        fail(op, f"expects at least 3 dims, got shape {list(self.shape)}")
+    if factor <= 0:
+        fail(op, f"{name} must be positive, got {factor}")
+    return self.shape[-3:]
+
+
 def _pixel_shuffle_shape(op: str, self, factor, out) -> list[tuple]:
-    check(self.ndim >= 3, op, f"expects at least 3 dims, got shape {list(self.shape)}")
-    check(factor > 0, op, f"upscale_factor must be positive, got {factor}")
-    channels, height, width = self.shape[-3:]
+    channels, height, width = _pixel_dims(op, self, factor, "upscale_factor")
     check(channels % (factor * factor) == 0, op, f"channels {channels} not divisible by {factor * factor}")
     return [self.shape[:-3] + (channels // (factor * factor), height * factor, width * factor)]
 
@@ -103,9 +110,7 @@ def pixel_shuffle(self, upscale_factor, out):
 
 
 def _pixel_unshuffle_shape(op: str, self, factor, out) -> list[tuple]:
-    check(self.ndim >= 3, op, f"expects at least 3 dims, got shape {list(self.shape)}")
-    check(factor > 0, op, f"downscale_factor must be positive, got {factor}")
-    channels, height, width = self.shape[-3:]
+    channels, height, width = _pixel_dims(op, self, factor, "downscale_factor")
     check(
         height % factor == 0 and width % factor == 0,
         op,

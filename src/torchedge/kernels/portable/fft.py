@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.portable.common import check, wrap_dim, write
+from torchedge.kernels.portable.common import check, fail, wrap_dim, write
 from torchedge.kernels.portable.shape_rules import replaced, same_as
 from torchedge.kernels.registry import register_kernel
 
@@ -20,16 +20,31 @@ _FORWARD_NORM = {0: "backward", 1: "ortho", 2: "forward"}
 _INVERSE_NORM = {0: "forward", 1: "ortho", 2: "backward"}
 
 
+def _check_dims(op: str, dim) -> None:
+    if len(dim) == 0:
+        fail(op, "expected at least one dim to transform")
+
+
+def _check_complex(op: str, self) -> None:
+    if self.dtype.kind != "c":
+        fail(op, f"expected a complex input, got {self.dtype}")
+
+
+def _check_last_dim_size(op: str, last_dim_size) -> None:
+    if last_dim_size <= 0:
+        fail(op, f"last_dim_size must be positive, got {last_dim_size}")
+
+
 def _axes(op, x, dim, normalization):
     check(normalization in _FORWARD_NORM, op, f"normalization must be 0, 1 or 2, got {normalization}")
-    check(len(dim) > 0, op, "expected at least one dim to transform")
+    _check_dims(op, dim)
     axes = [wrap_dim(d, x.ndim, op) for d in dim]
     check(len(set(axes)) == len(axes), op, f"dim {list(dim)} lists a dimension twice")
     return axes
 
 
 def _last_axis(op: str, self, dim) -> int:
-    check(len(dim) > 0, op, "expected at least one dim to transform")
+    _check_dims(op, dim)
     return wrap_dim(dim[-1], self.ndim, op)
 
 
@@ -51,7 +66,7 @@ def fft_r2c(self, dim, normalization, onesided, out):
 
 
 def _fft_c2r_shape(op: str, self, dim, normalization, last_dim_size, out) -> list[tuple]:
-    check(last_dim_size > 0, op, f"last_dim_size must be positive, got {last_dim_size}")
+    _check_last_dim_size(op, last_dim_size)
     return [replaced(self.shape, _last_axis(op, self, dim), last_dim_size)]
 
 
@@ -60,9 +75,9 @@ def fft_c2r(self, dim, normalization, last_dim_size, out):
     """Inverse transform of a one-sided spectrum to a real tensor whose last transformed
     dim has ``last_dim_size`` elements."""
     op = "aten::_fft_c2r.out"
-    check(self.dtype.kind == "c", op, f"expected a complex input, got {self.dtype}")
+    _check_complex(op, self)
     axes = _axes(op, self, dim, normalization)
-    check(last_dim_size > 0, op, f"last_dim_size must be positive, got {last_dim_size}")
+    _check_last_dim_size(op, last_dim_size)
     sizes = [self.shape[a] for a in axes[:-1]] + [last_dim_size]
     write(out, np.fft.irfftn(self, s=sizes, axes=axes, norm=_INVERSE_NORM[normalization]))
 
@@ -71,7 +86,7 @@ def fft_c2r(self, dim, normalization, last_dim_size, out):
 def fft_c2c(self, dim, normalization, forward, out):
     """Forward or inverse complex transform over ``dim`` (an empty list copies)."""
     op = "aten::_fft_c2c.out"
-    check(self.dtype.kind == "c", op, f"expected a complex input, got {self.dtype}")
+    _check_complex(op, self)
     if len(dim) == 0:
         write(out, self)
         return

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.dtypes import INT64, is_floating
-from torchedge.kernels.portable.common import check, pair, quiet, write
+from torchedge.kernels.portable.common import check, fail, pair, quiet, write
 from torchedge.kernels.portable.pooling_geometry import batched, check_input
 from torchedge.kernels.registry import register_kernel
 
@@ -45,10 +45,15 @@ def interval_starts(samples: np.ndarray, size: int, out_size: int, pool: int) ->
     return starts
 
 
+def _check_output_size(op: str, size: tuple) -> None:
+    if min(size) < 0:
+        fail(op, f"output_size {list(size)} must not be negative")
+
+
 def _check_geometry(op: str, dims: int, x, kernel: tuple, size: tuple) -> None:
     names = _DIM_NAMES[dims]
     check(min(kernel) >= 0, op, f"kernel_size {list(kernel)} must not be negative")
-    check(min(size) >= 0, op, f"output_size {list(size)} must not be negative")
+    _check_output_size(op, size)
     spatial = x.shape[-dims:]
     strict = dims == 3  # ATen's 3-d check leaves one cell spare, its 2-d check does not
     for name, n, k, o in zip(names, spatial, kernel, size):
@@ -137,7 +142,7 @@ def fractional_max_pool(op: str, dims: int, self, kernel_size, output_size, rand
 def _shape(dims: int, op: str, self, kernel_size, output_size, random_samples, output, indices) -> list[tuple]:
     check_input(op, dims, self)
     size = pair(output_size, dims, "output_size", op)
-    check(min(size) >= 0, op, f"output_size {list(size)} must not be negative")
+    _check_output_size(op, size)
     shape = self.shape[:-dims] + tuple(size)
     return [shape, shape]
 

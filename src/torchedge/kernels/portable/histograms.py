@@ -78,6 +78,45 @@ def _check_float(op: str, self: np.ndarray) -> None:
     )
 
 
+def _check_bins(op: str, bins: int) -> None:
+    if bins <= 0:
+        fail(op, f"bins must be > 0, but got {bins}")
+
+
+def _check_bin_counts(op: str, bins) -> None:
+    """histogramdd's bin count of each dim is positive."""
+    for i, count in enumerate(bins):
+        if count <= 0:
+            fail(op, f"bins must be > 0, but got {count} for dimension {i}")
+
+
+def _check_edges(op: str, self, edges, i: int) -> None:
+    """Given bin edges (of dim ``i``) are a 1-D tensor of the input's dtype with at least 2 edges."""
+    if edges.dtype != self.dtype:
+        fail(op, f"bins tensor for dimension {i} has dtype {edges.dtype}, expected the input's dtype {self.dtype}")
+    if edges.ndim != 1:
+        fail(op, f"bins tensor should have one dimension, but got {edges.ndim} for dimension {i}")
+    if edges.size < 2:
+        fail(op, f"bins must be > 0, but got {edges.size - 1} for dimension {i}")
+
+
+def _check_weight_dtype(op: str, self, weight) -> None:
+    if weight.dtype != self.dtype:
+        fail(op, f"weight dtype {weight.dtype} must be the input's dtype {self.dtype}")
+
+
+def _bin_range(op: str, left: float, right: float, dim: int | None = None) -> tuple[float, float]:
+    """The (first, last) edge of a histogram(dd) range checked finite and ordered (``dim``: which
+    dim of histogramdd), an empty range widened by 0.5 each way."""
+    finite = math.isfinite(left) and math.isfinite(right)
+    if not finite or left > right:
+        where = "" if dim is None else f" for dimension {dim}"
+        if not finite:
+            fail(op, f"the range [{left}, {right}] is not finite{where}")
+        fail(op, f"min should not exceed max, but got min {left} max {right}{where}")
+    return (left - 0.5, right + 0.5) if left == right else (left, right)
+
+
 def _accumulate(op: str, values, weight, pos, keep, bins: int, dtype) -> np.ndarray:
     w = None if weight is None else weight.reshape(-1)[keep]
     with quiet():
@@ -117,7 +156,7 @@ def _density(hist: np.ndarray, edges: np.ndarray) -> np.ndarray:
 def histc(self, bins, min, max, out):
     op = "aten::histc.out"
     _check_float(op, self)
-    check(bins > 0, op, f"bins must be > 0, but got {bins}")
+    _check_bins(op, bins)
     left, right = float(min), float(max)
     if left == right and self.size > 0:
         left, right = float(self.min()), float(self.max())
@@ -134,7 +173,7 @@ def histc(self, bins, min, max, out):
 def _check_weight(op: str, self, weight) -> None:
     if weight is None:
         return
-    check(weight.dtype == self.dtype, op, f"weight dtype {weight.dtype} must be the input's dtype {self.dtype}")
+    _check_weight_dtype(op, self, weight)
     check(
         weight.shape == self.shape,
         op,
@@ -150,9 +189,7 @@ def _histogram_shapes_bins(op: str, self, bins, *rest) -> list[tuple]:
 def histogram_bins(self, bins, weight, density, hist, bin_edges):
     op = "aten::histogram.bins_tensor_out"
     _check_float(op, self)
-    check(bins.dtype == self.dtype, op, f"bins dtype {bins.dtype} must be the input's dtype {self.dtype}")
-    check(bins.ndim == 1, op, f"bins tensor should have one dimension, but got {bins.ndim}")
-    check(bins.size >= 2, op, f"bins must be > 0, but got {bins.size - 1} for dimension 0")
+    _check_edges(op, self, bins, 0)
     _check_weight(op, self, weight)
     edges = np.array(bins)
     count = edges.size - 1
@@ -174,7 +211,7 @@ def _histogram_shapes_count(op: str, self, bins, *rest) -> list[tuple]:
 def histogram_count(self, bins, range, weight, density, hist, bin_edges):
     op = "aten::histogram.bin_ct_out"
     _check_float(op, self)
-    check(bins > 0, op, f"bins must be > 0, but got {bins}")
+    _check_bins(op, bins)
     _check_weight(op, self, weight)
     if range is not None:
         check(len(range) == 2, op, f"range should have 2 elements, got {len(range)}")
@@ -183,10 +220,7 @@ def histogram_count(self, bins, range, weight, density, hist, bin_edges):
         left, right = float(self.min()), float(self.max())
     else:
         left, right = 0.0, 1.0
-    check(math.isfinite(left) and math.isfinite(right), op, f"the range [{left}, {right}] is not finite")
-    check(left <= right, op, f"min should not exceed max, but got min {left} max {right}")
-    if left == right:
-        left, right = left - 0.5, right + 0.5
+    left, right = _bin_range(op, left, right)
     edges = linspace_edges(left, right, bins + 1, self.dtype)
     values = self.reshape(-1)
     pos, keep = _linear_positions(values, edges, local_search=True)
@@ -233,7 +267,7 @@ def _points(op: str, self, bin_dims: int, weight):
     d = self.shape[-1]
     check(bin_dims == d, op, f"expected {d} sequences of bins for a {d}-dimensional histogram, but got {bin_dims}")
     if weight is not None:
-        check(weight.dtype == self.dtype, op, f"weight dtype {weight.dtype} must be the input's dtype {self.dtype}")
+        _check_weight_dtype(op, self, weight)
         want = list(self.shape[:-1])
         check(
             list(weight.shape or (1,)) == want,
@@ -255,19 +289,11 @@ def _outer_edges(op: str, points, limits) -> list[tuple[float, float]]:
         pairs = list(zip(points.min(0).tolist(), points.max(0).tolist()))
     else:
         pairs = [(0.0, 1.0)] * d
-    widened = []
-    for i, (left, right) in enumerate(pairs):
-        check(
-            math.isfinite(left) and math.isfinite(right), op, f"dimension {i}'s range [{left}, {right}] is not finite"
-        )
-        check(left <= right, op, f"min should not exceed max, but got min {left} max {right} for dimension {i}")
-        widened.append((left - 0.5, right + 0.5) if left == right else (left, right))
-    return widened
+    return [_bin_range(op, left, right, i) for i, (left, right) in enumerate(pairs)]
 
 
 def _count_edges(op: str, points, bins, limits) -> list[np.ndarray]:
-    for i, count in enumerate(bins):
-        check(count > 0, op, f"bins must be > 0, but got {count} for dimension {i}")
+    _check_bin_counts(op, bins)
     outer = _outer_edges(op, points, limits)
     return [linspace_edges(left, right, count + 1, points.dtype) for (left, right), count in zip(outer, bins)]
 
@@ -304,13 +330,12 @@ def _histogramdd(op: str, points, weight, edges, density: bool, evenly_spaced: b
 
 
 def _dd_edges_shapes(op: str, self, bins, range, weight, density, *out) -> list[tuple]:
-    for i, count in enumerate(bins):
-        check(count > 0, op, f"bins must be > 0, but got {count} for dimension {i}")
+    _check_bin_counts(op, bins)
     return [(count + 1,) for count in bins]
 
 
 def _dd_counts_shape(op: str, self, bins, range, weight, density, out) -> list[tuple]:
-    _dd_edges_shapes(op, self, bins, range, weight, density)  # the bin counts' check
+    _check_bin_counts(op, bins)
     return [tuple(bins)]
 
 
@@ -344,11 +369,5 @@ def histogramdd_from_bin_tensors(self, bins, weight, density, out):
     op = "aten::_histogramdd_from_bin_tensors.out"
     points, weight = _points(op, self, len(bins), weight)
     for i, dim_edges in enumerate(bins):
-        check(
-            dim_edges.dtype == self.dtype,
-            op,
-            f"bins tensor for dimension {i} has dtype {dim_edges.dtype}, expected the input's {self.dtype}",
-        )
-        check(dim_edges.ndim == 1, op, f"bins tensor should have one dimension, but got {dim_edges.ndim} for {i}")
-        check(dim_edges.size > 1, op, f"bins must be > 0, but got {dim_edges.size - 1} for dimension {i}")
+        _check_edges(op, self, dim_edges, i)
     _histogramdd(op, points, weight, [np.asarray(b) for b in bins], density, False, out)

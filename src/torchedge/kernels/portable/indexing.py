@@ -7,7 +7,7 @@ import numpy as np
 
 from torchedge.kernels.allocator import allocate_output
 from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype
-from torchedge.kernels.portable.common import check, quiet, wrap_dim, write
+from torchedge.kernels.portable.common import check, fail, quiet, wrap_dim, write
 from torchedge.kernels.portable.shape_rules import broadcast_inputs, broadcast_shapes, replaced, same_as
 from torchedge.kernels.registry import register_kernel
 
@@ -36,37 +36,53 @@ def _check_indices(op: str, index: np.ndarray, size: int, negative_ok: bool = Fa
         )
 
 
+def _is_mask(index: np.ndarray) -> bool:
+    return index.dtype == np.bool_ or index.dtype == np.uint8  # a uint8 index is a (legacy) mask
+
+
+def _check_index_count(op: str, indices, ndim: int) -> None:
+    if len(indices) > ndim:
+        fail(op, f"too many indices ({len(indices)}) for a tensor of {ndim} dims")
+
+
+def _check_axis(op: str, axis: int, ndim: int) -> None:
+    """The dim an index tensor (or None) indexes exists."""
+    if axis >= ndim:
+        fail(op, f"too many indices for a tensor of {ndim} dims")
+
+
+def _check_mask(op: str, mask, shape: tuple, axis: int) -> None:
+    """A mask's shape is that of the dims it covers, from ``axis`` on."""
+    covered = shape[axis : axis + mask.ndim]
+    if mask.shape != covered:
+        fail(
+            op,
+            f"the mask of shape {list(mask.shape)} does not match the indexed "
+            f"tensor's dims {list(covered)} starting at dim {axis}",
+        )
+
+
 def index_key(op: str, self: np.ndarray, indices) -> tuple:
     """The NumPy key for ATen's advanced indexing ``self[indices]``: NumPy's rules are ATen's
     (None keeps a dim, bool masks select their nonzero positions over as many dims as they
     have, index tensors broadcast, and separated index tensors move their dims to the front)."""
-    check(len(indices) <= self.ndim, op, f"too many indices ({len(indices)}) for a tensor of {self.ndim} dims")
+    _check_index_count(op, indices, self.ndim)
     key, axis = [], 0
     for idx in indices:
         if idx is None:
+            _check_axis(op, axis, self.ndim)
             key.append(slice(None))
             axis += 1
-        elif idx.dtype == np.uint8 or idx.dtype == BOOL:  # a uint8 index is a (legacy) mask
-            covered = self.shape[axis : axis + idx.ndim]
-            check(
-                idx.shape == covered,
-                op,
-                f"the mask of shape {list(idx.shape)} does not match the indexed "
-                f"tensor's dims {list(covered)} starting at dim {axis}",
-            )
+        elif _is_mask(idx):
+            _check_mask(op, idx, self.shape, axis)
             key.append(idx.astype(BOOL, copy=False))
             axis += idx.ndim
         else:
-            check(axis < self.ndim, op, f"too many indices for a tensor of {self.ndim} dims")
+            _check_axis(op, axis, self.ndim)
             _check_indices(op, idx, self.shape[axis], negative_ok=True)
             key.append(idx)
             axis += 1
-    check(axis <= self.ndim, op, f"too many indices for a tensor of {self.ndim} dims")
     return tuple(key)
-
-
-def _is_mask(index: np.ndarray) -> bool:
-    return index.dtype == np.bool_ or index.dtype == np.uint8  # a uint8 index is a (legacy) mask
 
 
 def index_shape(op: str, shape: tuple, indices) -> tuple:
@@ -77,30 +93,24 @@ def index_shape(op: str, shape: tuple, indices) -> tuple:
     A mask over k dims acts as one index of its number of true values: the only place a
     shape function reads data, since that count is the output size.
     """
-    check(len(indices) <= len(shape), op, f"too many indices ({len(indices)}) for a tensor of {len(shape)} dims")
+    _check_index_count(op, indices, len(shape))
     before: list[int] = []  # kept dims before / after the first index tensor, index shapes
     after: list[int] = []
     indexed: list[tuple] = []
     axis, separated = 0, False
     for index in indices:
         if index is None:
-            check(axis < len(shape), op, f"too many indices for a tensor of {len(shape)} dims")
+            _check_axis(op, axis, len(shape))
             (after if indexed else before).append(shape[axis])
             axis += 1
             continue
         separated = separated or bool(after)
         if _is_mask(index):
-            covered = shape[axis : axis + index.ndim]
-            check(
-                index.shape == covered,
-                op,
-                f"the mask of shape {list(index.shape)} does not match the indexed "
-                f"tensor's dims {list(covered)} starting at dim {axis}",
-            )
+            _check_mask(op, index, shape, axis)
             indexed.append((int(np.count_nonzero(index)),))
             axis += index.ndim
         else:
-            check(axis < len(shape), op, f"too many indices for a tensor of {len(shape)} dims")
+            _check_axis(op, axis, len(shape))
             indexed.append(index.shape)
             axis += 1
     result = broadcast_shapes(op, *indexed) if indexed else ()
@@ -141,9 +151,16 @@ def index_select(self, dim, index, out):
     write(out, np.take(self, index.reshape(-1), axis=axis))
 
 
+def _gather_axis(op: str, self, dim, index) -> int:
+    """The axis gather indexes; index has self's dims (a 0-dim tensor counts as 1-dim)."""
+    axis = wrap_dim(dim, self.ndim, op)
+    if max(index.ndim, 1) != max(self.ndim, 1):
+        fail(op, f"index has {index.ndim} dims, self has {self.ndim}")
+    return axis
+
+
 def _gather_shape(op: str, self, dim, index, sparse_grad, out) -> list[tuple]:
-    wrap_dim(dim, self.ndim, op)
-    check(max(index.ndim, 1) == max(self.ndim, 1), op, f"index has {index.ndim} dims, self has {self.ndim}")
+    _gather_axis(op, self, dim, index)
     return [index.shape]
 
 
@@ -152,12 +169,11 @@ def gather(self, dim, index, sparse_grad, out):
     """out[i][j][k] = self[index[i][j][k]][j][k] (for dim 0); index may be smaller than
     self in the other dims."""
     op = "aten::gather.out"
+    axis = _gather_axis(op, self, dim, index)
     if self.ndim == 0:  # ATen treats 0-dim tensors as 1-dim here
         self = self.reshape(1)
     if index.ndim == 0:
         index, out = index.reshape(1), out.reshape(1)
-    axis = wrap_dim(dim, self.ndim, op)
-    check(index.ndim == self.ndim, op, f"index has {index.ndim} dims, self has {self.ndim}")
     check(
         all(i <= s for d, (i, s) in enumerate(zip(index.shape, self.shape)) if d != axis),
         op,
@@ -168,15 +184,20 @@ def gather(self, dim, index, sparse_grad, out):
     write(out, np.take_along_axis(self[window], index.astype(np.intp, copy=False), axis=axis))
 
 
+def _check_embedding_weight(op: str, weight) -> None:
+    if weight.ndim != 2:
+        fail(op, f"weight must be 2-D, got shape {list(weight.shape)}")
+
+
 def _embedding_shape(op: str, weight, indices, padding_idx, scale_grad_by_freq, sparse, out) -> list[tuple]:
-    check(weight.ndim == 2, op, f"weight must be 2-D, got shape {list(weight.shape)}")
+    _check_embedding_weight(op, weight)
     return [indices.shape + weight.shape[1:]]
 
 
 @register_kernel("aten::embedding.out", shape=_embedding_shape)
 def embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
     op = "aten::embedding.out"
-    check(weight.ndim == 2, op, f"weight must be 2-D, got shape {list(weight.shape)}")
+    _check_embedding_weight(op, weight)
     _check_indices(op, indices, weight.shape[0])
     if out.dtype == weight.dtype:
         np.take(weight, indices, axis=0, out=out)
@@ -210,6 +231,15 @@ def _bag_max(rows, bag, picked, num_bags):
     return np.where(found, best, 0), np.where(found, picked[np.minimum(first, len(rows) - 1)], 0)
 
 
+def _check_bag_inputs(op: str, weight, indices, offsets) -> None:
+    if not (weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1):
+        fail(
+            op,
+            f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
+            f"{list(indices.shape)}, {list(offsets.shape)}",
+        )
+
+
 _FAST_SUM_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -233,12 +263,7 @@ def _embedding_bag_shape(
     of sum-mode bags over float, half or bfloat16 weights without padding_idx); the bag
     sizes; the max rows' indices (mode 2), else the bag sizes' shape. ``_embedding_bag``
     sizes bags per bag, the forward-only variant per offset in sum mode."""
-    check(
-        weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1,
-        op,
-        f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
-        f"{list(indices.shape)}, {list(offsets.shape)}",
-    )
+    _check_bag_inputs(op, weight, indices, offsets)
     bags = offsets.shape[0] - bool(include_last_offset)
     check(bags >= 0, op, "include_last_offset needs at least one offset")
     rows = (bags, weight.shape[1])
@@ -268,12 +293,7 @@ def embedding_bag(
     bag of each index (when planned non-empty), the bag sizes (mode 1, 2) and the indices of
     the max rows (mode 2; mode 1 repeats the bag sizes)."""
     op = "aten::_embedding_bag.out"
-    check(
-        weight.ndim == 2 and indices.ndim == 1 and offsets.ndim == 1,
-        op,
-        f"expects a 2-D weight and 1-D indices and offsets, got shapes {list(weight.shape)}, "
-        f"{list(indices.shape)}, {list(offsets.shape)}",
-    )
+    _check_bag_inputs(op, weight, indices, offsets)
     check(mode in (0, 1, 2), op, f"mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}")
     check(per_sample_weights is None or mode == 0, op, "per_sample_weights are only supported with mode 0 (sum)")
     _check_indices(op, indices, weight.shape[0])

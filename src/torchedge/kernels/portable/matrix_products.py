@@ -18,7 +18,7 @@ from torchedge.kernels.registry import register_kernel
 __all__ = ["addmv", "addbmm", "trilinear"]
 
 
-def _check_operands(op: str, beta, alpha, *tensors: np.ndarray) -> None:
+def _check_operands(op: str, *tensors: np.ndarray) -> None:
     dtype = tensors[0].dtype
     for t in tensors[1:]:
         check(t.dtype == dtype, op, f"expected all operands to have dtype {dtype}, got {t.dtype}")
@@ -61,7 +61,7 @@ def _addmv_shape(op: str, self, mat, vec, beta, alpha, out) -> list[tuple]:
 def addmv(self, mat, vec, beta, alpha, out):
     op = "aten::addmv.out"
     (shape,) = _addmv_shape(op, self, mat, vec, beta, alpha, out)
-    _check_operands(op, beta, alpha, self, mat, vec)
+    _check_operands(op, self, mat, vec)
     acc = accumulate_dtype(mat.dtype)
     with quiet():
         product = np.matmul(mat.astype(acc, copy=False), vec.astype(acc, copy=False))
@@ -86,7 +86,7 @@ def _addbmm_shape(op: str, self, batch1, batch2, beta, alpha, out) -> list[tuple
 def addbmm(self, batch1, batch2, beta, alpha, out):
     op = "aten::addbmm.out"
     _addbmm_shape(op, self, batch1, batch2, beta, alpha, out)
-    _check_operands(op, beta, alpha, self, batch1, batch2)
+    _check_operands(op, self, batch1, batch2)
     _check_not_half(op, batch1.dtype)
     acc = accumulate_dtype(batch1.dtype)
     with quiet():
@@ -94,8 +94,13 @@ def addbmm(self, batch1, batch2, beta, alpha, out):
     _bias(op, self, product, beta, alpha, out)
 
 
+def _check_expanded(op: str, ndim: int, expand, total: int) -> None:
+    if ndim + len(expand) != total:
+        fail(op, "the three operands must have equally many dims once expanded")
+
+
 def _expanded(op: str, t: np.ndarray, expand, total: int) -> np.ndarray:
-    check(t.ndim + len(expand) == total, op, "the three operands must have equally many dims once expanded")
+    _check_expanded(op, t.ndim, expand, total)
     for d in expand:
         t = np.expand_dims(t, d)
     return t
@@ -104,10 +109,7 @@ def _expanded(op: str, t: np.ndarray, expand, total: int) -> np.ndarray:
 def _trilinear_parts(op: str, i1, i2, i3, expand1, expand2, expand3, sumdim):
     total = i1.ndim + len(expand1)
     parts = [_expanded(op, t, e, total) for t, e in ((i1, expand1), (i2, expand2), (i3, expand3))]
-    for a in range(total):
-        sizes = {p.shape[a] for p in parts} - {1}
-        if len(sizes) > 1:
-            fail(op, f"the operands' sizes {[p.shape[a] for p in parts]} at dim {a} cannot be broadcast")
+    broadcast_shapes(op, *(p.shape for p in parts))  # the shape function's check
     axes = sorted({wrap_dim(d, total, op) for d in sumdim})
     return parts, total, axes
 
@@ -117,7 +119,7 @@ def _trilinear_shape(op: str, i1, i2, i3, expand1, expand2, expand3, sumdim, unr
     shapes = []
     for t, e in ((i1, expand1), (i2, expand2), (i3, expand3)):
         shape = list(t.shape)
-        check(len(shape) + len(e) == total, op, "the three operands must have equally many dims once expanded")
+        _check_expanded(op, len(shape), e, total)
         for d in e:
             shape.insert(d, 1)
         shapes.append(shape)
@@ -130,8 +132,7 @@ def _trilinear_shape(op: str, i1, i2, i3, expand1, expand2, expand3, sumdim, unr
 def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim, out):
     """``(i1 * i2 * i3).sum(sumdim)`` with each operand unsqueezed at its ``expand`` dims."""
     op = "aten::_trilinear.out"
-    check(i1.dtype == i2.dtype == i3.dtype, op, f"operands must share a dtype, got {i1.dtype}, {i2.dtype}, {i3.dtype}")
-    check(i1.dtype != BOOL, op, "boolean operands are not supported")
+    _check_operands(op, i1, i2, i3)
     _check_not_half(op, i1.dtype)
     parts, _, axes = _trilinear_parts(op, i1, i2, i3, expand1, expand2, expand3, sumdim)
     acc = accumulate_dtype(i1.dtype)

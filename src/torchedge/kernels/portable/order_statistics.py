@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, INT64, category
-from torchedge.kernels.portable.common import check, quiet, wrap_dim, wrap_dims, write
+from torchedge.kernels.portable.common import check, fail, quiet, wrap_dim, wrap_dims, write
 from torchedge.kernels.portable.shape_rules import reduced
 from torchedge.kernels.registry import register_kernel
 
@@ -32,8 +32,13 @@ def _to_0_dim(op: str, self, out) -> list[tuple]:
     return [()]
 
 
+def _check_not_bool(op: str, self) -> None:
+    if self.dtype == BOOL:
+        fail(op, "is not implemented for dtype bool")
+
+
 def _median_of_all(op: str, self, out, skip_nan: bool) -> None:
-    check(self.dtype != BOOL, op, "is not implemented for dtype bool")
+    _check_not_bool(op, self)
     x = _comparable(self).reshape(-1)
     if category(x.dtype) == 2:
         nan = np.isnan(x)
@@ -67,7 +72,8 @@ def _kth_shape(op: str, self, k, dim, keepdim, values, indices) -> list[tuple]:
 def _along(op: str, self, dim, values, indices, allow_bool: bool = False):
     """Checks; ``self`` as a 2-d (rows, dim) array in an orderable dtype, or None when there is
     nothing to compute (0-dim self written through, or no rows)."""
-    check(allow_bool or self.dtype != BOOL, op, "is not implemented for dtype bool")
+    if not allow_bool:
+        _check_not_bool(op, self)
     check(values.dtype == self.dtype, op, f"expected values to have dtype {self.dtype}, got {values.dtype}")
     check(indices.dtype == INT64, op, f"expected indices to have dtype int64, got {indices.dtype}")
     axis = wrap_dim(dim, self.ndim, op)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.portable.common import check, write
+from torchedge.kernels.portable.common import fail, write
 from torchedge.kernels.portable.slicing import padded
 from torchedge.kernels.registry import register_kernel
 
@@ -27,31 +27,33 @@ def pad_indices(size: int, before: int, after: int, mode: str) -> np.ndarray:
     return np.clip(i, 0, size - 1)
 
 
+def _padded_shape(op: str, dims: int, x, padding) -> tuple:
+    """The shape of a batched or unbatched input padded in its last ``dims`` dims, which must
+    keep some size: the checks of the shape function and the kernels."""
+    if len(padding) != 2 * dims:
+        fail(op, f"padding must have {2 * dims} values, got {list(padding)}")
+    if x.ndim not in (dims + 1, dims + 2):
+        fail(op, f"expected a {dims + 1}-D or {dims + 2}-D input, got shape {list(x.shape)}")
+    shape = padded(op, x.shape, padding)
+    if min(shape[-dims:]) <= 0:
+        fail(op, f"padding {list(padding)} leaves nothing of input shape {list(x.shape)}")
+    return shape
+
+
 def pad(op: str, mode: str, dims: int, x: np.ndarray, padding, out: np.ndarray) -> None:
-    check(len(padding) == 2 * dims, op, f"padding must have {2 * dims} values, got {list(padding)}")
-    check(
-        x.ndim in (dims + 1, dims + 2) and all(n > 0 for n in x.shape[1:]),
-        op,
-        f"expected a non-empty {dims + 1}-D or {dims + 2}-D input, got shape {list(x.shape)}",
-    )
+    if 0 in x.shape[1:]:
+        fail(op, f"expected a non-empty {dims + 1}-D or {dims + 2}-D input, got shape {list(x.shape)}")
+    shape = _padded_shape(op, dims, x, padding)
     lead = x.ndim - dims
     amounts = [(padding[2 * (dims - 1 - d)], padding[2 * (dims - 1 - d) + 1]) for d in range(dims)]
     maps = []
     for d, (before, after) in enumerate(amounts):
         size = x.shape[lead + d]
-        if mode == "reflect":
-            check(
-                max(before, after) < size,
-                op,
-                f"padding ({before}, {after}) must be less than the size ({size}) of dim {d - dims}",
-            )
-        check(size + before + after > 0, op, f"padding ({before}, {after}) leaves nothing of size {size}")
+        if mode == "reflect" and max(before, after) >= size:
+            fail(op, f"padding ({before}, {after}) must be less than the size ({size}) of dim {d - dims}")
         maps.append(pad_indices(size, before, after, mode))
-    check(
-        out.shape == x.shape[:lead] + tuple(len(m) for m in maps),
-        op,
-        f"out has shape {list(out.shape)}, expected {list(x.shape[:lead]) + [len(m) for m in maps]}",
-    )
+    if out.shape != shape:
+        fail(op, f"out has shape {list(out.shape)}, expected {list(shape)}")
     inner = [(max(b, 0), max(b, 0) + len(m) - max(b, 0) - max(a, 0)) for (b, a), m in zip(amounts, maps)]
     borders_read_inside = all(
         ((m[:start] + b >= start) & (m[:start] + b < stop)).all()
@@ -80,15 +82,7 @@ def _border_pad_shape(dims: int):
     batched or unbatched input; the padded dims must keep some size."""
 
     def border_pad(op: str, self, padding, out) -> list[tuple]:
-        check(len(padding) == 2 * dims, op, f"padding must have {2 * dims} values, got {list(padding)}")
-        check(
-            self.ndim in (dims + 1, dims + 2),
-            op,
-            f"expected a {dims + 1}-D or {dims + 2}-D input, got shape {list(self.shape)}",
-        )
-        shape = padded(op, self.shape, padding)
-        check(min(shape[-dims:]) > 0, op, f"padding {list(padding)} leaves nothing of input shape {list(self.shape)}")
-        return [shape]
+        return [_padded_shape(op, dims, self, padding)]
 
     return border_pad
 

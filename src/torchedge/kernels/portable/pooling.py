@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
-from torchedge.kernels.portable.common import check, quiet, write
+from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.pooling_geometry import (
     as_2d,
     batched,
@@ -38,6 +38,11 @@ from torchedge.kernels.registry import register_kernel
 __all__ = ["max_pool_with_indices", "avg_pool"]
 
 
+def _check_out_size(op: str, dims: int, out, size: tuple) -> None:
+    if out.shape[-dims:] != size:
+        fail(op, f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
+
+
 def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
     """Max over each window; indices are flat offsets into the input's spatial dims, chosen
     by ATen's rule (`MaxRule`); padding is never taken."""
@@ -46,7 +51,7 @@ def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation
     kernel, stride, padding, dilation, size = pool_geometry(
         op, x, dims, kernel_size, stride, padding, dilation, ceil_mode
     )
-    check(out.shape[-dims:] == size, op, f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
+    _check_out_size(op, dims, out, size)
     if out.size == 0:
         return
     acc = accumulate_dtype(x.dtype)
@@ -76,7 +81,7 @@ def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_incl
     check(divisor_override is None or divisor_override != 0, op, "divisor_override must be non-zero")
     kernel, stride, padding, _, size = pool_geometry(op, x, dims, kernel_size, stride, padding, (1,), ceil_mode)
     check_window_fits(op, x, dims, kernel)
-    check(out.shape[-dims:] == size, op, f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
+    _check_out_size(op, dims, out, size)
     if out.size == 0:
         return
     integral = category(x.dtype) < 2

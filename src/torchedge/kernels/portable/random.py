@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, accumulate_dtype, is_floating
-from torchedge.kernels.portable.common import check, quiet, write
+from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.shape_rules import from_size, same_as
 from torchedge.kernels.registry import register_kernel
 
@@ -33,7 +33,9 @@ def _mantissa_digits(dtype) -> int:
 
 
 def _check_float_out(op: str, out) -> None:
-    check(is_floating(out.dtype), op, f"needs a floating point out, got {out.dtype}")
+    """The out of a random kernel drawing floats (`random_distributions` shares it)."""
+    if not is_floating(out.dtype):
+        fail(op, f"not implemented for dtype {out.dtype}: needs a floating point out")
 
 
 @register_kernel("aten::rand.out", shape=from_size)
@@ -52,7 +54,8 @@ def randn(size, out):
 
 
 def _randperm_shape(op: str, n, out) -> list[tuple]:
-    check(n >= 0, op, f"n must be non-negative, got {n}")
+    if n < 0:
+        fail(op, f"n must be non-negative, got {n}")
     return [(n,)]
 
 
@@ -60,9 +63,10 @@ def _randperm_shape(op: str, n, out) -> list[tuple]:
 def randperm(n, out):
     """A random permutation of 0..n-1; every value must be exact in out's dtype."""
     op = "aten::randperm.out"
-    check(n >= 0, op, f"n must be non-negative, got {n}")
+    (shape,) = _randperm_shape(op, n, out)
     check(out.dtype != BOOL, op, "randperm is not implemented for bool")
-    check(out.shape == (n,), op, f"out must have shape [{n}], got {list(out.shape)}")
+    if out.shape != shape:
+        fail(op, f"out must have shape [{n}], got {list(out.shape)}")
     if is_floating(out.dtype):
         largest = 2 ** _mantissa_digits(out.dtype)
     else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import is_floating
 from torchedge.kernels.portable import random as _random
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.shape_rules import broadcast_inputs, same_as
@@ -50,8 +49,7 @@ def unit_uniform(shape: tuple, dtype) -> np.ndarray:
     return np.ldexp(rng().integers(0, 1 << digits, shape, dtype=np.int64).astype(np.float64), -digits)
 
 
-def _check_float(op: str, out: np.ndarray) -> None:
-    check(is_floating(out.dtype), op, f"not implemented for dtype {out.dtype}: needs a floating point tensor")
+_check_float = _random._check_float_out
 
 
 def _finite_max(dtype) -> float:
@@ -141,7 +139,7 @@ def normal(self, mean, std, generator, out):
 def exponential(self, lambd, generator, out):
     """Exponential with rate lambd: -log(1 - u) / lambd."""
     op = "aten::exponential.out"
-    check(is_floating(out.dtype), op, f"a continuous distribution needs a floating point dtype, got {out.dtype}")
+    _check_float(op, out)
     check(lambd > 0, op, f"expects lambda > 0.0, but found lambda={lambd}")
     with quiet():
         write(out, rng().standard_exponential(out.shape) / lambd)
@@ -151,7 +149,7 @@ def exponential(self, lambd, generator, out):
 def cauchy(self, median, sigma, generator, out):
     """Cauchy: median + sigma * tan(pi * (u - 1/2))."""
     op = "aten::cauchy.out"
-    check(is_floating(out.dtype), op, f"a continuous distribution needs a floating point dtype, got {out.dtype}")
+    _check_float(op, out)
     check(sigma > 0, op, f"expects sigma > 0.0, but found sigma={sigma}")
     with quiet():
         write(out, median + sigma * np.tan(np.pi * (unit_uniform(out.shape, np.float64) - 0.5)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype, category, dtype_from_code, is_floating
-from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, wrap_dims, write
+from torchedge.kernels.portable.common import check, fail, finish, quiet, scratch, wrap_dim, wrap_dims, write
 from torchedge.kernels.portable.shape_rules import broadcast_shapes, reduced, same_as
 from torchedge.kernels.registry import register_kernel
 
@@ -135,6 +135,12 @@ def any_all(self, out):
     any_dims(self, None, False, out)
 
 
+def _check_dim_not_empty(op: str, self, axis: int, dim: int) -> None:
+    """The dim (``axis`` once wrapped) that argmax/argmin and max/min.dim reduce has elements."""
+    if self.shape[axis] == 0:
+        fail(op, f"expected reduction dim {dim} to have non-zero size (input shape {list(self.shape)})")
+
+
 def _arg_kernel(op: str, reduce):
     def kernel(self, dim, keepdim, out):
         check(self.dtype != BOOL, op, "does not support bool input")
@@ -146,11 +152,7 @@ def _arg_kernel(op: str, reduce):
         if self.ndim == 0:
             write(out, 0)
             return
-        check(
-            self.shape[axis] > 0,
-            op,
-            f"expected reduction dim {dim} to have non-zero size (input shape {list(self.shape)})",
-        )
+        _check_dim_not_empty(op, self, axis, dim)
         x = self.astype(accumulate_dtype(self.dtype), copy=False)  # NumPy misplaces nan in bfloat16
         write(out, reduce(x, axis=axis, keepdims=keepdim))  # the first nan wins
 
@@ -243,11 +245,7 @@ def _extreme_with_index(op: str, pick):
             write(values, self)
             write(indices, 0)
             return
-        check(
-            self.shape[axis] > 0,
-            op,
-            f"expected reduction dim {dim} to have non-zero size (input shape {list(self.shape)})",
-        )
+        _check_dim_not_empty(op, self, axis, dim)
         index = np.expand_dims(pick(self.astype(accumulate_dtype(self.dtype), copy=False), axis=axis), axis)
         found = np.take_along_axis(self, index, axis=axis)
         write(values, found if keepdim else np.squeeze(found, axis))
@@ -301,14 +299,17 @@ def _check_distance_input(op: str, p: float, *tensors) -> None:
     )
 
 
+def _check_cdist_inputs(op: str, x1, x2) -> None:
+    if x1.ndim < 2 or x2.ndim < 2:
+        fail(op, f"expects inputs of at least 2 dims, got shapes {list(x1.shape)} and {list(x2.shape)}")
+    if x1.shape[-1] != x2.shape[-1]:
+        fail(op, f"x1 and x2 must have the same number of columns, got {x1.shape[-1]} and {x2.shape[-1]}")
+
+
 def _cdist_shape(op: str, x1, x2, p, compute_mode, out) -> list[tuple]:
     """Distances between the rows of x1 [..., P, M] and x2 [..., R, M]: [..., P, R], the
     batch dims broadcast."""
-    check(
-        x1.ndim >= 2 and x2.ndim >= 2 and x1.shape[-1] == x2.shape[-1],
-        op,
-        f"expects inputs of at least 2 dims with as many columns, got shapes {list(x1.shape)} and {list(x2.shape)}",
-    )
+    _check_cdist_inputs(op, x1, x2)
     return [broadcast_shapes(op, x1.shape[:-2], x2.shape[:-2]) + (x1.shape[-2], x2.shape[-2])]
 
 
@@ -318,24 +319,20 @@ def cdist(x1, x2, p, compute_mode, out):
     computed directly for every compute_mode (ATen's matmul shortcut for p=2 only trades accuracy)."""
     op = "aten::_cdist_forward.out"
     _check_distance_input(op, p, x1, x2)
-    check(
-        x1.ndim >= 2 and x2.ndim >= 2,
-        op,
-        f"expects inputs of at least 2 dims, got shapes {list(x1.shape)} and {list(x2.shape)}",
-    )
-    check(
-        x1.shape[-1] == x2.shape[-1],
-        op,
-        f"x1 and x2 must have the same number of columns, got {x1.shape[-1]} and {x2.shape[-1]}",
-    )
+    _check_cdist_inputs(op, x1, x2)
     check(compute_mode in (None, 0, 1, 2), op, f"compute_mode must be 0, 1 or 2, got {compute_mode}")
     with quiet():
         write(out, _p_norm(np.abs(x1[..., :, None, :] - x2[..., None, :, :]), p))
 
 
+def _check_pdist_input(op: str, self) -> None:
+    if self.ndim != 2:
+        fail(op, f"expects a 2-D input, got shape {list(self.shape)}")
+
+
 def _pdist_shape(op: str, self, p, out) -> list[tuple]:
     """One distance per pair of rows i < j."""
-    check(self.ndim == 2, op, f"expects a 2-D input, got shape {list(self.shape)}")
+    _check_pdist_input(op, self)
     n = self.shape[0]
     return [(n * (n - 1) // 2,)]
 
@@ -345,7 +342,7 @@ def pdist(self, p, out):
     """Distances between the rows i < j of self [N, M], in row-major order of (i, j)."""
     op = "aten::_pdist_forward.out"
     _check_distance_input(op, p, self)
-    check(self.ndim == 2, op, f"expects a 2-D input, got shape {list(self.shape)}")
+    _check_pdist_input(op, self)
     first, second = np.triu_indices(self.shape[0], 1)
     with quiet():
         write(out, _p_norm(np.abs(self[first] - self[second]), p))

@@ -18,6 +18,7 @@ from torchedge.kernels.portable.common import (
     as_scalar,
     check,
     check_writable,
+    fail,
     finish,
     scratch,
     wrap_dim,
@@ -134,18 +135,23 @@ def scatter_value(self, dim, index, value, out):
     _scatter("aten::scatter.value_out", self, dim, index, value, None, True, out)
 
 
+def _legacy_reduce(op: str, reduce: str) -> str:
+    """scatter's ``reduce=`` spelling of a reduction, as scatter_reduce names it."""
+    if reduce not in _LEGACY_REDUCE:
+        fail(op, f"reduce must be 'add' or 'multiply', got {reduce!r}")
+    return _LEGACY_REDUCE[reduce]
+
+
 @register_kernel("aten::scatter.reduce_out", shape=same_as())
 def scatter_reduce_src(self, dim, index, src, reduce, out):
     op = "aten::scatter.reduce_out"
-    check(reduce in _LEGACY_REDUCE, op, f"reduce must be 'add' or 'multiply', got {reduce!r}")
-    _scatter(op, self, dim, index, src, _LEGACY_REDUCE[reduce], True, out)
+    _scatter(op, self, dim, index, src, _legacy_reduce(op, reduce), True, out)
 
 
 @register_kernel("aten::scatter.value_reduce_out", shape=same_as())
 def scatter_reduce_value(self, dim, index, value, reduce, out):
     op = "aten::scatter.value_reduce_out"
-    check(reduce in _LEGACY_REDUCE, op, f"reduce must be 'add' or 'multiply', got {reduce!r}")
-    _scatter(op, self, dim, index, value, _LEGACY_REDUCE[reduce], True, out)
+    _scatter(op, self, dim, index, value, _legacy_reduce(op, reduce), True, out)
 
 
 @register_kernel("aten::scatter_add.out", shape=same_as())
@@ -214,11 +220,9 @@ def masked_scatter(self, mask, source, out):
     op = "aten::masked_scatter.out"
     check(mask.dtype == BOOL, op, f"mask must be a bool tensor, got {mask.dtype}")
     check(source.dtype == self.dtype, op, f"source must have self's dtype {self.dtype}, got {source.dtype}")
-    check(
-        np.broadcast_shapes(self.shape, mask.shape) == out.shape,
-        op,
-        f"self {list(self.shape)} and mask {list(mask.shape)} must broadcast to out's shape {list(out.shape)}",
-    )
+    (shape,) = _masked_scatter_shape(op, self, mask, source, out)
+    if shape != out.shape:
+        fail(op, f"self {list(self.shape)} and mask {list(mask.shape)} must broadcast to out's shape {list(out.shape)}")
     where = np.broadcast_to(mask, out.shape)
     count = int(np.count_nonzero(where))
     check(source.size >= count, op, f"source has {source.size} elements, fewer than the mask's {count} true values")

@@ -23,12 +23,18 @@ _IDENTITY = {"sum": 0.0, "mean": 0.0, "max": -np.inf, "min": np.inf, "prod": 1.0
 _UFUNC = {"sum": np.add, "mean": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
+def _given(op: str, lengths, offsets):
+    """The one of lengths and offsets that is given."""
+    if (lengths is None) == (offsets is None):
+        fail(op, "exactly one of lengths or offsets must be given")
+    return lengths if lengths is not None else offsets
+
+
 def _lengths(op: str, data, lengths, indices, offsets, axis) -> tuple[np.ndarray, int]:
     """The segment lengths as (batch, S) int64, and the wrapped axis."""
     check(indices is None, op, "indices is not supported yet")
-    check((lengths is None) != (offsets is None), op, "exactly one of lengths or offsets must be given")
+    given = _given(op, lengths, offsets)
     ax = wrap_dim(axis, data.ndim, op)
-    given = lengths if lengths is not None else offsets
     check(given.dtype in (INT64, np.dtype(np.int32)), op, f"lengths/offsets must be int64 or int32, got {given.dtype}")
     check(given.ndim >= 1, op, "lengths/offsets must have at least one dimension")
     check(ax == given.ndim - 1, op, f"axis ({ax}) must be the last dim of lengths/offsets ({given.ndim - 1})")
@@ -46,9 +52,7 @@ def _lengths(op: str, data, lengths, indices, offsets, axis) -> tuple[np.ndarray
 
 def _shape(op: str, data, reduce, lengths, indices, offsets, axis, unsafe, initial, out) -> list[tuple]:
     ax = wrap_dim(axis, data.ndim, op)
-    given = lengths if lengths is not None else offsets
-    check(given is not None, op, "exactly one of lengths or offsets must be given")
-    count = given.shape[-1] - (offsets is not None and lengths is None)
+    count = _given(op, lengths, offsets).shape[-1] - (offsets is not None)
     return [data.shape[:ax] + (count,) + data.shape[ax + 1 :]]
 
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from torchedge.kernels.portable.common import check, check_writable, wrap_dim, write
-from torchedge.kernels.portable.shape_rules import broadcast_shapes, replaced, same_as
+from torchedge.kernels.portable.common import check, check_writable, fail, wrap_dim, write
+from torchedge.kernels.portable.shape_rules import replaced, same_as
 from torchedge.kernels.registry import register_kernel
 
 __all__ = [
@@ -85,18 +85,21 @@ def reshape_copy(self, shape_argument, out):
     write(out, self.reshape(out.shape))
 
 
-def _permute_shape(op: str, self, dims, out) -> list[tuple]:
+def _permutation(op: str, self, dims) -> list[int]:
+    """``dims`` wrapped: a permutation of self's dims."""
     axes = [wrap_dim(d, self.ndim, op) for d in dims]
-    check(sorted(axes) == list(range(self.ndim)), op, f"dims {list(dims)} is not a permutation of {self.ndim} dims")
-    return [tuple(self.shape[a] for a in axes)]
+    if sorted(axes) != list(range(self.ndim)):
+        fail(op, f"dims {list(dims)} is not a permutation of {self.ndim} dims")
+    return axes
+
+
+def _permute_shape(op: str, self, dims, out) -> list[tuple]:
+    return [tuple(self.shape[a] for a in _permutation(op, self, dims))]
 
 
 @register_kernel("aten::permute_copy.out", shape=_permute_shape)
 def permute_copy(self, dims, out):
-    op = "aten::permute_copy.out"
-    axes = [wrap_dim(d, self.ndim, op) for d in dims]
-    check(sorted(axes) == list(range(self.ndim)), op, f"dims {list(dims)} is not a permutation of {self.ndim} dims")
-    write(out, self.transpose(axes))
+    write(out, self.transpose(_permutation("aten::permute_copy.out", self, dims)))
 
 
 def _transpose_shape(op: str, self, dim0, dim1, out) -> list[tuple]:
@@ -117,14 +120,19 @@ def transpose_copy(self, dim0, dim1, out):
     write(out, np.swapaxes(self, wrap_dim(dim0, self.ndim, op), wrap_dim(dim1, self.ndim, op)))
 
 
+def _check_t(op: str, self) -> None:
+    if self.ndim > 2:
+        fail(op, f"expects a tensor of at most 2 dims, got shape {list(self.shape)}")
+
+
 def _t_shape(op: str, self, out) -> list[tuple]:
-    check(self.ndim <= 2, op, f"expects a tensor of at most 2 dims, got shape {list(self.shape)}")
+    _check_t(op, self)
     return [self.shape[::-1]]
 
 
 @register_kernel("aten::t_copy.out", shape=_t_shape)
 def t_copy(self, out):
-    check(self.ndim <= 2, "aten::t_copy.out", f"expects a tensor of at most 2 dims, got shape {list(self.shape)}")
+    _check_t("aten::t_copy.out", self)
     write(out, self.T)
 
 
@@ -153,19 +161,24 @@ def expand_copy(self, size, implicit, out):
     write(out, self)
 
 
+def _repeat_sizes(op: str, self, repeats) -> tuple:
+    """self's shape with 1s in front, one size per repeat."""
+    if len(repeats) < self.ndim:
+        fail(op, f"repeats {list(repeats)} has fewer entries than the input's {self.ndim} dims")
+    if min(repeats, default=0) < 0:
+        fail(op, f"repeats {list(repeats)} must not be negative")
+    return (1,) * (len(repeats) - self.ndim) + self.shape
+
+
 def _repeat_shape(op: str, self, repeats, out) -> list[tuple]:
-    check(len(repeats) >= self.ndim, op, f"repeats {list(repeats)} has fewer entries than the input's {self.ndim} dims")
-    check(min(repeats, default=0) >= 0, op, f"repeats {list(repeats)} must not be negative")
-    sizes = (1,) * (len(repeats) - self.ndim) + self.shape
-    return [tuple(r * s for r, s in zip(repeats, sizes))]
+    return [tuple(r * s for r, s in zip(repeats, _repeat_sizes(op, self, repeats)))]
 
 
 @register_kernel("aten::repeat.out", shape=_repeat_shape)
 def repeat(self, repeats, out):
     """Tile ``self``: out viewed as (r0, s0, r1, s1, ...) receives self broadcast over the r's."""
     op = "aten::repeat.out"
-    check(len(repeats) >= self.ndim, op, f"repeats {list(repeats)} has fewer entries than the input's {self.ndim} dims")
-    sizes = (1,) * (len(repeats) - self.ndim) + self.shape
+    sizes = _repeat_sizes(op, self, repeats)
     check(
         out.shape == tuple(r * s for r, s in zip(repeats, sizes)),
         op,
@@ -202,23 +215,27 @@ def to_copy(self, non_blocking, memory_format_or_dim_order, out):
     write(out, self)
 
 
-def _copy_into(op: str, target, src) -> None:
-    """``src`` broadcast to ``target``'s shape (never the other way) and cast into it."""
+def _check_broadcasts_to(op: str, src_shape: tuple, shape: tuple) -> None:
+    """copy's ``src`` broadcasts to self's ``shape`` (never the other way)."""
+    if src_shape == shape:
+        return
     try:
-        fits = np.broadcast_shapes(src.shape, target.shape) == target.shape
+        fits = np.broadcast_shapes(src_shape, shape) == shape
     except ValueError:
         fits = False
-    check(fits, op, f"src of shape {list(src.shape)} cannot be broadcast to self's shape {list(target.shape)}")
+    if not fits:
+        fail(op, f"src of shape {list(src_shape)} cannot be broadcast to self's shape {list(shape)}")
+
+
+def _copy_into(op: str, target, src) -> None:
+    """``src`` broadcast to ``target``'s shape and cast into it."""
+    _check_broadcasts_to(op, src.shape, target.shape)
     write(target, src)
 
 
 def _copy_shape(op: str, self, src, non_blocking, out=None) -> list[tuple]:
     """``self`` with ``src`` broadcast into it (in place for ``copy_``, which has no out)."""
-    check(
-        broadcast_shapes(op, self.shape, src.shape) == self.shape,
-        op,
-        f"src of shape {list(src.shape)} cannot be broadcast to self's shape {list(self.shape)}",
-    )
+    _check_broadcasts_to(op, src.shape, self.shape)
     return [self.shape]
 
 
@@ -258,10 +275,16 @@ def roll(self, shifts, dims, out):
     write(out, np.roll(self, tuple(shifts), axis=tuple(wrap_dim(d, self.ndim, op) for d in dims)))
 
 
+def _diagonal_axes(op: str, self, dim1, dim2) -> tuple[int, int]:
+    a, b = wrap_dim(dim1, self.ndim, op), wrap_dim(dim2, self.ndim, op)
+    if a == b:
+        fail(op, f"diagonal dims cannot be identical, got {dim1} and {dim2}")
+    return a, b
+
+
 def _diagonal_shape(op: str, self, offset, dim1, dim2, out) -> list[tuple]:
     """The (dim1, dim2) planes' ``offset``-th diagonal, as a new last dim."""
-    a, b = wrap_dim(dim1, self.ndim, op), wrap_dim(dim2, self.ndim, op)
-    check(a != b, op, f"diagonal dims cannot be identical, got {dim1} and {dim2}")
+    a, b = _diagonal_axes(op, self, dim1, dim2)
     rows, columns = self.shape[a], self.shape[b]
     length = min(rows, columns - offset) if offset >= 0 else min(rows + offset, columns)
     return [tuple(n for d, n in enumerate(self.shape) if d not in (a, b)) + (max(length, 0),)]
@@ -271,14 +294,19 @@ def _diagonal_shape(op: str, self, offset, dim1, dim2, out) -> list[tuple]:
 def diagonal_copy(self, offset, dim1, dim2, out):
     """The ``offset``-th diagonal of the (dim1, dim2) planes, as a new last dim."""
     op = "aten::diagonal_copy.out"
-    axis1, axis2 = wrap_dim(dim1, self.ndim, op), wrap_dim(dim2, self.ndim, op)
-    check(axis1 != axis2, op, f"diagonal dims cannot be identical, got {dim1} and {dim2}")
+    axis1, axis2 = _diagonal_axes(op, self, dim1, dim2)
     write(out, np.diagonal(self, offset, axis1, axis2))
 
 
+def _check_size_stride(op: str, size, stride) -> None:
+    if len(size) != len(stride):
+        fail(op, f"size {list(size)} and stride {list(stride)} must have the same length")
+    if min(size, default=0) < 0:
+        fail(op, f"size {list(size)} must not be negative")
+
+
 def _as_strided_shape(op: str, self, size, stride, storage_offset, out) -> list[tuple]:
-    check(len(size) == len(stride), op, f"size {list(size)} and stride {list(stride)} must have the same length")
-    check(min(size, default=0) >= 0, op, f"size {list(size)} must not be negative")
+    _check_size_stride(op, size, stride)
     return [tuple(size)]
 
 
@@ -288,7 +316,7 @@ def as_strided_copy(self, size, stride, storage_offset, out):
     whose tensors are contiguous in their dim order, reads the input's data pointer)."""
     op = "aten::as_strided_copy.out"
     offset = storage_offset or 0
-    check(len(size) == len(stride), op, f"size {list(size)} and stride {list(stride)} must have the same length")
+    _check_size_stride(op, size, stride)
     check(
         all(s >= 0 for s in stride) and offset >= 0,
         op,

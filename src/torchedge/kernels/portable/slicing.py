@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.portable.common import aliases, check, wrap_dim, write
+from torchedge.kernels.portable.common import aliases, check, fail, wrap_dim, write
 from torchedge.kernels.portable.shape_rules import replaced, same_as
 from torchedge.kernels.registry import register_kernel
 
@@ -25,18 +25,23 @@ def _along(axis: int, index) -> tuple:
     return (slice(None),) * axis + (index,)
 
 
+def _slice_axis(op: str, self, dim, step) -> int:
+    """The axis a slice with ``step`` cuts along ``dim``."""
+    if self.ndim == 0:
+        fail(op, "cannot slice a 0-dim tensor")
+    if step <= 0:
+        fail(op, f"slice step must be positive, got {step}")
+    return wrap_dim(dim, self.ndim, op)
+
+
 def _slicing(op: str, self, dim, start, end, step) -> tuple:
-    check(self.ndim > 0, op, "cannot slice a 0-dim tensor")
-    check(step > 0, op, f"slice step must be positive, got {step}")
-    return _along(wrap_dim(dim, self.ndim, op), slice(start, end, step))
+    return _along(_slice_axis(op, self, dim, step), slice(start, end, step))
 
 
 def _slice_shape(op: str, self, dim, start, end, step, out) -> list[tuple]:
     """start and end count from the end when negative, default to the whole dim when None
     and are clamped to it, as ATen does; Python's slice rules are the same for step > 0."""
-    check(self.ndim > 0, op, "cannot slice a 0-dim tensor")
-    check(step > 0, op, f"slice step must be positive, got {step}")
-    axis = wrap_dim(dim, self.ndim, op)
+    axis = _slice_axis(op, self, dim, step)
     return [replaced(self.shape, axis, len(range(*slice(start, end, step).indices(self.shape[axis]))))]
 
 
@@ -46,20 +51,23 @@ def slice_copy(self, dim, start, end, step, out):
     write(out, self[_slicing("aten::slice_copy.Tensor_out", self, dim, start, end, step)])
 
 
-def _selection(op: str, self, dim, index) -> tuple:
-    check(self.ndim > 0, op, "cannot select from a 0-dim tensor")
+def _select_axis(op: str, self, dim, index) -> int:
+    """The axis ``dim`` that ``index`` selects from, the index checked in range."""
+    if self.ndim == 0:
+        fail(op, "cannot select from a 0-dim tensor")
     axis = wrap_dim(dim, self.ndim, op)
     size = self.shape[axis]
-    check(-size <= index < size, op, f"index {index} is out of range for dimension {dim} of size {size}")
-    return _along(axis, index)
+    if not -size <= index < size:
+        fail(op, f"index {index} is out of range for dimension {dim} of size {size}")
+    return axis
+
+
+def _selection(op: str, self, dim, index) -> tuple:
+    return _along(_select_axis(op, self, dim, index), index)
 
 
 def _select_shape(op: str, self, dim, index, out) -> list[tuple]:
-    check(self.ndim > 0, op, "cannot select from a 0-dim tensor")
-    axis = wrap_dim(dim, self.ndim, op)
-    size = self.shape[axis]
-    check(-size <= index < size, op, f"index {index} is out of range for dimension {dim} of size {size}")
-    return [replaced(self.shape, axis)]
+    return [replaced(self.shape, _select_axis(op, self, dim, index))]
 
 
 @register_kernel("aten::select_copy.int_out", shape=_select_shape)
@@ -123,25 +131,25 @@ def cat(tensors, dim, out):
     np.concatenate(parts, axis=axis, out=out, casting="unsafe")
 
 
-def _split_with_sizes_shape(op: str, self, split_sizes, dim, out) -> list[tuple]:
+def _split_axis(op: str, self, split_sizes, dim) -> int:
+    """The axis split into ``split_sizes``, which must cover it."""
     axis = wrap_dim(dim, self.ndim, op)
-    check(
-        min(split_sizes, default=0) >= 0 and sum(split_sizes) == self.shape[axis],
-        op,
-        f"split_sizes {list(split_sizes)} must be non-negative and sum to {self.shape[axis]} (dim {dim})",
-    )
+    if min(split_sizes, default=0) < 0 or sum(split_sizes) != self.shape[axis]:
+        fail(op, f"split_sizes {list(split_sizes)} must be non-negative and sum to {self.shape[axis]} (dim {dim})")
+    return axis
+
+
+def _split_with_sizes_shape(op: str, self, split_sizes, dim, out) -> list[tuple]:
+    axis = _split_axis(op, self, split_sizes, dim)
     return [replaced(self.shape, axis, size) for size in split_sizes]
 
 
 @register_kernel("aten::split_with_sizes_copy.out", shape=_split_with_sizes_shape)
 def split_with_sizes_copy(self, split_sizes, dim, out):
     op = "aten::split_with_sizes_copy.out"
-    axis = wrap_dim(dim, self.ndim, op)
-    check(
-        sum(split_sizes) == self.shape[axis] and len(split_sizes) == len(out),
-        op,
-        f"split_sizes {list(split_sizes)} must sum to {self.shape[axis]} and match the {len(out)} outputs",
-    )
+    axis = _split_axis(op, self, split_sizes, dim)
+    if len(split_sizes) != len(out):
+        fail(op, f"split_sizes {list(split_sizes)} must match the {len(out)} outputs")
     start = 0
     for size, piece in zip(split_sizes, out):
         write(piece, self[_along(axis, slice(start, start + size))])
@@ -151,20 +159,14 @@ def split_with_sizes_copy(self, split_sizes, dim, out):
 def padded(op: str, shape: tuple, pad) -> tuple:
     """``shape`` padded by ``pad``: (before, after) pairs from the last dim backwards;
     negative amounts crop."""
-    check(
-        len(pad) % 2 == 0 and len(pad) // 2 <= len(shape),
-        op,
-        f"pad {list(pad)} must hold (before, after) pairs for at most {len(shape)} dims",
-    )
+    if len(pad) % 2 != 0 or len(pad) // 2 > len(shape):
+        fail(op, f"pad {list(pad)} must hold (before, after) pairs for at most {len(shape)} dims")
     result = list(shape)
     for i in range(len(pad) // 2):
         axis = len(shape) - 1 - i
         result[axis] += pad[2 * i] + pad[2 * i + 1]
-        check(
-            result[axis] >= 0,
-            op,
-            f"pad {list(pad)} leaves dimension {axis} of shape {list(shape)} with a negative size",
-        )
+        if result[axis] < 0:
+            fail(op, f"pad {list(pad)} leaves dimension {axis} of shape {list(shape)} with a negative size")
     return tuple(result)
 
 
@@ -175,17 +177,11 @@ def _constant_pad_shape(op: str, self, pad, value, out) -> list[tuple]:
 @register_kernel("aten::constant_pad_nd.out", shape=_constant_pad_shape)
 def constant_pad_nd(self, pad, value, out):
     """``pad`` holds (before, after) pairs from the last dim backwards; negative values crop."""
-    op = "aten::constant_pad_nd.out"
-    check(
-        len(pad) % 2 == 0 and len(pad) // 2 <= self.ndim,
-        op,
-        f"pad {list(pad)} must hold (before, after) pairs for at most {self.ndim} dims",
-    )
+    padded("aten::constant_pad_nd.out", self.shape, pad)  # the shape function's checks
     source, target = [slice(None)] * self.ndim, [slice(None)] * self.ndim
     for i in range(len(pad) // 2):
         axis, before, after = self.ndim - 1 - i, pad[2 * i], pad[2 * i + 1]
         size = self.shape[axis]
-        check(size + before + after >= 0, op, f"pad {list(pad)} leaves dimension {axis} with a negative size")
         first, last = max(-before, 0), size - max(-after, 0)
         source[axis] = slice(first, max(last, first))
         target[axis] = slice(max(before, 0), max(before, 0) + max(last - first, 0))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype
-from torchedge.kernels.portable.common import check, wrap_dim, write
+from torchedge.kernels.portable.common import check, fail, wrap_dim, write
 from torchedge.kernels.portable.introsort import introselect, introsort, partial_sort
 from torchedge.kernels.portable.shape_rules import replaced, same_as
 from torchedge.kernels.registry import register_kernel
@@ -84,11 +84,18 @@ def argsort(self, stable, dim, descending, out):
     _sorted("aten::argsort.stable_out", self, dim, descending, bool(stable), None, out)
 
 
-def _topk_shape(op: str, self, k, dim, largest, sorted, values, indices) -> list[tuple]:
-    """self with dim ``dim`` cut to its k largest (or smallest) entries."""
+def _topk_axis(op: str, self, k, dim) -> int:
+    """The axis topk cuts to ``k`` entries, k checked in range."""
     axis = wrap_dim(dim, self.ndim, op)
     size = self.shape[axis] if self.ndim else 1
-    check(0 <= k <= size, op, f"k ({k}) is out of range for dimension {dim} of size {size}")
+    if not 0 <= k <= size:
+        fail(op, f"k ({k}) is out of range for dimension {dim} of size {size}")
+    return axis
+
+
+def _topk_shape(op: str, self, k, dim, largest, sorted, values, indices) -> list[tuple]:
+    """self with dim ``dim`` cut to its k largest (or smallest) entries."""
+    axis = _topk_axis(op, self, k, dim)
     shape = replaced(self.shape, axis, k) if self.ndim else ()
     return [shape, shape]
 
@@ -96,9 +103,7 @@ def _topk_shape(op: str, self, k, dim, largest, sorted, values, indices) -> list
 @register_kernel("aten::topk.values", shape=_topk_shape)
 def topk(self, k, dim, largest, sorted, values, indices):
     op = "aten::topk.values"
-    axis = wrap_dim(dim, self.ndim, op)
-    size = self.shape[axis] if self.ndim else 1
-    check(0 <= k <= size, op, f"k ({k}) is out of range for dimension {dim} of size {size}")
+    axis = _topk_axis(op, self, k, dim)
     check(self.dtype != np.bool_, op, "does not support bool tensors (as on PyTorch's CPU)")
     x = _last(self, axis)
     order = _top(x, k, largest, sorted)

@@ -17,7 +17,7 @@ import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.adaptive_pooling import matmul_along
-from torchedge.kernels.portable.common import check, quiet, write
+from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["source_scale", "nearest_indices", "linear_taps", "cubic_taps", "cubic_weights"]
@@ -140,30 +140,32 @@ def _resample_uint8(x: np.ndarray, axis: int, size: int, align_corners: bool, sc
     return np.clip(total >> precision, 0, 255).astype(np.uint8)
 
 
-def _sizes(op, x, dims, output_size, scales):
-    """Output sizes from ``output_size`` or, without it, ``floor(size * scale)``."""
-    spatial = x.shape[-dims:]
-    if output_size is not None:
-        check(len(output_size) == dims, op, f"output_size must have {dims} values, got {list(output_size)}")
-        size = tuple(output_size)
-    else:
-        check(
-            scales is not None and len(scales) == dims,
-            op,
-            f"expected output_size or {dims} scale factors, got {scales}",
-        )
-        size = tuple(int(n * s) for n, s in zip(spatial, scales))
-    check(min(size) > 0 and min(spatial) > 0, op, f"cannot resize {list(x.shape)} to {list(size)}")
-    return size
+def _sizes(op, x, dims, output_size, scales) -> tuple:
+    """Output sizes from ``output_size`` or, without it, ``int(size * scale)`` (ATen truncates
+    the double); `_resized` checks them."""
+    if output_size is None:
+        if scales is None or len(scales) != dims:
+            fail(op, f"expected an output_size or {dims} scale factors, got {scales}")
+        return tuple(int(n * s) for n, s in zip(x.shape[-dims:], scales))
+    return tuple(output_size)
+
+
+def _resized(op: str, dims: int, x, size: tuple) -> tuple:
+    """``x``'s shape with its last ``dims`` dims set to ``size``: the checks of the shape
+    functions and the kernels."""
+    if x.ndim < dims + 1:
+        fail(op, f"expected at least a {dims + 1}-D input, got shape {list(x.shape)}")
+    if len(size) != dims:
+        fail(op, f"output_size must have {dims} values, got {list(size)}")
+    if min(size) <= 0 or min(x.shape[-dims:]) <= 0:
+        fail(op, f"cannot resize {list(x.shape)} to {list(size)}")
+    return x.shape[:-dims] + size
 
 
 def _resize(op, mode, dims, x, size, align_corners, scales, out):
-    check(x.ndim >= dims + 1, op, f"expected at least a {dims + 1}-D input, got shape {list(x.shape)}")
-    check(
-        out.shape == x.shape[:-dims] + tuple(size),
-        op,
-        f"out has shape {list(out.shape)}, expected {list(x.shape[:-dims]) + list(size)}",
-    )
+    shape = _resized(op, dims, x, size)
+    if out.shape != shape:
+        fail(op, f"out has shape {list(out.shape)}, expected {list(shape)}")
     spatial = x.shape[-dims:]
     scales = [None] * dims if scales is None else list(scales)
     if mode in ("nearest", "nearest-exact"):  # one take per resized dim (one fancy index is slower)
@@ -220,23 +222,12 @@ def _fixed(op, mode, dims, input, output_size, align_corners, scales, out):
     _resize(op, mode, dims, input, _sizes(op, input, dims, output_size, None), align_corners, scales, out)
 
 
-def _resized(op: str, dims: int, x, size) -> tuple:
-    """``x``'s shape with its last ``dims`` dims set to ``size``."""
-    check(x.ndim >= dims + 1, op, f"expected at least a {dims + 1}-D input, got shape {list(x.shape)}")
-    check(
-        len(size) == dims and min(size) > 0 and min(x.shape[-dims:]) > 0,
-        op,
-        f"cannot resize {list(x.shape)} to {list(size)}",
-    )
-    return x.shape[:-dims] + tuple(size)
-
-
 def _upsample_shape(dims: int):
     """The shape rule of the ``.out`` overloads: they take an output size (their scales only
     set the sampling)."""
 
     def upsample(op: str, self, output_size, *rest) -> list[tuple]:
-        return [_resized(op, dims, self, output_size)]
+        return [_resized(op, dims, self, _sizes(op, self, dims, output_size, None))]
 
     return upsample
 
@@ -246,15 +237,8 @@ def _upsample_vec_shape(dims: int):
     is ``int(size * scale)`` (ATen truncates the double)."""
 
     def upsample_vec(op: str, input, output_size, *rest) -> list[tuple]:
-        if output_size is None:
-            scale_factors = rest[-2]  # the argument before out
-            check(
-                scale_factors is not None and len(scale_factors) == dims,
-                op,
-                f"expected an output_size or {dims} scale factors, got {scale_factors}",
-            )
-            output_size = [int(n * s) for n, s in zip(input.shape[-dims:], scale_factors)]
-        return [_resized(op, dims, input, output_size)]
+        scale_factors = rest[-2]  # the argument before out
+        return [_resized(op, dims, input, _sizes(op, input, dims, output_size, scale_factors))]
 
     return upsample_vec
 

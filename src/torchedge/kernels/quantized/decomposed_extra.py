@@ -59,8 +59,13 @@ def dequantize_per_token(input, scales, zero_points, quant_min, quant_max, dtype
     write(out, x)
 
 
+def _check_has_dim(op: str, input) -> None:
+    if input.ndim == 0:
+        fail(op, "input must have at least one dimension")
+
+
 def _per_token_params_shape(op: str, input, dtype, scale_out, zero_point_out) -> list[tuple]:
-    check(input.ndim >= 1, op, "input must have at least one dimension")
+    _check_has_dim(op, input)
     shape = input.shape[:-1] + (1,)
     return [shape, shape]
 
@@ -98,7 +103,9 @@ def choose_qparams_per_token_asymmetric(input, dtype, scale_out, zero_point_out)
     onto [-128, 127]."""
     op = "quantized_decomposed::choose_qparams_per_token_asymmetric.out"
     check(input.dtype == _F32, op, f"expects a float32 input, got {input.dtype}")
-    check(input.ndim >= 1 and input.shape[-1] > 0, op, f"cannot reduce input of shape {list(input.shape)}")
+    _check_has_dim(op, input)
+    if input.shape[-1] == 0:
+        fail(op, f"cannot reduce input of shape {list(input.shape)}")
     with quiet():
         scale, zero_point = _scale_and_zero_point(input.min(axis=-1), input.max(axis=-1), -128, 127)
     write(scale_out, scale.reshape(scale_out.shape))
@@ -145,16 +152,27 @@ def _unpack(weight: np.ndarray, nbit: int) -> np.ndarray:
     return np.stack(parts, axis=-1).reshape(weight.shape[0], -1)
 
 
+def _check_weight_2d(op: str, weight) -> None:
+    if weight.ndim != 2:
+        fail(op, f"weight must be 2-D, got shape {list(weight.shape)}")
+
+
+def _check_out_dtype(op: str, out, dtype) -> None:
+    """A ``dtype`` argument, when given, is out's."""
+    if dtype is not None and out.dtype != numpy_dtype(dtype):
+        fail(op, f"dtype {numpy_dtype(dtype)} must match the dtype of the out tensor, {out.dtype}")
+
+
 def _embedding_shape(nbit: int):
     def shape(op: str, weight, weight_scales, weight_zero_points, quant_min, quant_max, indices, *rest):
-        check(weight.ndim == 2, op, f"weight must be 2-D, got shape {list(weight.shape)}")
+        _check_weight_2d(op, weight)
         return [indices.shape + (weight.shape[1] * (8 // nbit),)]
 
     return shape
 
 
 def _embedding(op: str, nbit: int, weight, scales, zero_points, quant_min, quant_max, indices, dtype, out):
-    check(weight.ndim == 2, op, f"weight must be 2-D, got shape {list(weight.shape)}")
+    _check_weight_2d(op, weight)
     allowed = ("uint8", "int8") if nbit == 8 else ("uint8",)
     check(weight.dtype.name in allowed, op, f"weight dtype {weight.dtype} is not supported")
     check(scales.ndim in (1, 2), op, f"weight_scales must be 1-D or 2-D, got shape {list(scales.shape)}")
@@ -162,8 +180,7 @@ def _embedding(op: str, nbit: int, weight, scales, zero_points, quant_min, quant
     check(quant_min <= quant_max, op, f"weight quant min {quant_min} is greater than quant max {quant_max}")
     check(indices.dtype.kind == "i", op, f"indices must be integers, got {indices.dtype}")
     check(out.dtype.name in ("float32", "float16", "bfloat16"), op, f"out dtype {out.dtype} is not supported")
-    if dtype is not None:
-        check(out.dtype == numpy_dtype(dtype), op, "dtype must match the dtype of the out tensor")
+    _check_out_dtype(op, out, dtype)
     values = _unpack(weight, nbit)
     dim = values.shape[1]
     groups = scales.shape[1] if scales.ndim == 2 else 1
@@ -216,14 +233,22 @@ embedding_2bit = _embedding_kernels(
 
 
 def _check_mixed(op: str, input, weight, weight_zero_points) -> None:
-    check(input.ndim == 2 and weight.ndim == 2, op, "input and weight must be 2-D")
+    """The mixed kernels' dtypes (after their shape function's checks)."""
     check(weight.dtype == np.int8, op, f"weight dtype must be int8, got {weight.dtype}")
     check(input.dtype.name in ("float32", "float16"), op, f"input dtype must be float32 or float16, got {input.dtype}")
     check(weight_zero_points is None, op, "zero points not supported yet")
 
 
+def _check_multiply(op: str, input, weight, inner: int) -> None:
+    """2-D input and weight, input's columns matching weight's dim ``inner``."""
+    if input.ndim != 2 or weight.ndim != 2:
+        fail(op, f"input and weight must be 2-D, got shapes {list(input.shape)} and {list(weight.shape)}")
+    if input.shape[1] != weight.shape[inner]:
+        fail(op, f"shapes do not multiply: input {list(input.shape)} and weight {list(weight.shape)}")
+
+
 def _mixed_mm_shape(op: str, input, weight, weight_scales, weight_zero_points, out) -> list[tuple]:
-    check(input.ndim == 2 and weight.ndim == 2 and input.shape[1] == weight.shape[0], op, "shapes do not multiply")
+    _check_multiply(op, input, weight, 0)
     return [(input.shape[0], weight.shape[1])]
 
 
@@ -231,8 +256,8 @@ def _mixed_mm_shape(op: str, input, weight, weight_scales, weight_zero_points, o
 def mixed_mm(input, weight, weight_scales, weight_zero_points, out):
     """``z[i, j] = sum_k x[i, k] * w[k, j] * s[k]`` (one scale per row of weight)."""
     op = "quantized_decomposed::mixed_mm.out"
-    _check_mixed(op, input, weight, weight_zero_points)
     _mixed_mm_shape(op, input, weight, weight_scales, weight_zero_points, out)
+    _check_mixed(op, input, weight, weight_zero_points)
     check(weight_scales.shape == (weight.shape[0],), op, "weight_scales must hold one scale per row of weight")
     with quiet():
         result = (input.astype(_F32) * weight_scales.astype(_F32)) @ weight.astype(_F32)
@@ -240,7 +265,7 @@ def mixed_mm(input, weight, weight_scales, weight_zero_points, out):
 
 
 def _mixed_linear_shape(op: str, input, weight, weight_scales, weight_zero_points, dtype, out) -> list[tuple]:
-    check(input.ndim == 2 and weight.ndim == 2 and input.shape[1] == weight.shape[1], op, "shapes do not multiply")
+    _check_multiply(op, input, weight, 1)
     return [(input.shape[0], weight.shape[0])]
 
 
@@ -248,12 +273,11 @@ def _mixed_linear_shape(op: str, input, weight, weight_scales, weight_zero_point
 def mixed_linear(input, weight, weight_scales, weight_zero_points, dtype, out):
     """``z[i, j] = sum_g s[j, g] * sum_{k in group g} x[i, k] * w[j, k]``."""
     op = "quantized_decomposed::mixed_linear.out"
-    _check_mixed(op, input, weight, weight_zero_points)
     _mixed_linear_shape(op, input, weight, weight_scales, weight_zero_points, dtype, out)
+    _check_mixed(op, input, weight, weight_zero_points)
     check(weight_scales.ndim in (1, 2) and weight_scales.shape[0] == weight.shape[0], op, "bad weight_scales shape")
     check(weight_scales.dtype == input.dtype, op, "weight_scales must have the dtype of input")
-    if dtype is not None:
-        check(out.dtype == numpy_dtype(dtype), op, "dtype must match the dtype of the out tensor")
+    _check_out_dtype(op, out, dtype)
     n = input.shape[1]
     groups = weight_scales.shape[1] if weight_scales.ndim == 2 else 1
     size = -(-n // groups) if n else 1
