@@ -120,3 +120,18 @@ def test_public_session_api_fallback_matches(monkeypatch):
     for seed in range(2):
         x = torch.randn(inputs[0].shape, generator=torch.Generator().manual_seed(seed))
         assert_matches(method.execute([x.numpy()]), torch_outputs(model, (x,)))
+
+
+@pytest.mark.parametrize(
+    "machine, flags, exact",
+    [
+        ("x86_64", {"avx2", "avx512f", "avx512bw"}, False),  # vpmaddubsw saturates in int16
+        ("x86_64", {"avx2", "avx_vnni"}, True),
+        ("x86_64", {"avx512f", "avx512_vnni"}, True),
+        ("aarch64", set(), True),  # sdot/udot accumulate in int32
+    ],
+)
+def test_fused_int8_kernels_only_where_their_sums_are_exact(machine, flags, exact):
+    from torchedge.backends.onnxruntime.runtime import int8_products_are_exact
+
+    assert int8_products_are_exact(machine, flags) is exact

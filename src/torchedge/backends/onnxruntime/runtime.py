@@ -78,8 +78,9 @@ class _Session:
             self.run = partial(self.session.run_with_iobinding, self.binding)
 
 
-def int8_products_are_exact() -> bool:
-    """Whether ONNX Runtime's fused int8 kernels sum exactly on this CPU.
+def int8_products_are_exact(machine: str | None = None, cpu_flags: set[str] | None = None) -> bool:
+    """Whether ONNX Runtime's fused int8 kernels sum exactly on this CPU (or on ``machine`` with
+    ``cpu_flags``, as /proc/cpuinfo lists them).
 
     On x86-64 without VNNI, its u8 x s8 kernels multiply-add pairs into int16 with saturation
     (``vpmaddubsw``), which gives wrong results for large enough weights and activations; there
@@ -87,14 +88,16 @@ def int8_products_are_exact() -> bool:
     ``session.disable_quant_qdq``), so quantized graphs run their float arithmetic between exact
     quantize and dequantize steps. VNNI (``vpdpbusd``) and ARM64's dot products accumulate in int32.
     """
-    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686"):
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64", "i386", "i686"):
         return True
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = next((line for line in cpuinfo if line.startswith("flags")), "").split()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
+    if cpu_flags is None:
+        try:
+            with open("/proc/cpuinfo") as cpuinfo:
+                cpu_flags = set(next((line for line in cpuinfo if line.startswith("flags")), "").split())
+        except OSError:
+            return False
+    return "avx512_vnni" in cpu_flags or "avx_vnni" in cpu_flags
 
 
 class OnnxRuntimeDelegate(BackendInterface):
