@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -58,6 +60,26 @@ def executorch_run(buffer, inputs, method: str = "forward") -> list:
     program = ETRuntime.get().load_program(buffer)
     outs = program.load_method(method).execute([torch.as_tensor(np.asarray(i)) for i in inputs])
     return [o.numpy() if isinstance(o, torch.Tensor) else o for o in outs]
+
+
+def executorch_etdump(program, inputs, folder, runs: int = 1, debug_buffer_size: int = 0) -> tuple:
+    """Run ``program`` (bytes or a path) ``runs`` times on ExecuTorch's runtime with its ETDump on;
+    write theirs.etdp and theirs.bin into ``folder`` and return their paths."""
+    import torch
+
+    executorch_runtime = pytest.importorskip("executorch.runtime")
+    loaded = executorch_runtime.Runtime.get().load_program(
+        program if isinstance(program, bytes) else str(program),
+        verification=executorch_runtime.Verification.Minimal,
+        enable_etdump=True,
+        debug_buffer_size=debug_buffer_size,
+    )
+    method = loaded.load_method("forward")
+    for _ in range(runs):
+        method.execute([torch.as_tensor(np.asarray(i)) for i in inputs])
+    paths = (os.path.join(folder, "theirs.etdp"), os.path.join(folder, "theirs.bin"))
+    loaded.write_etdump_result_to_file(*paths)
+    return paths
 
 
 @pytest.fixture(scope="session")

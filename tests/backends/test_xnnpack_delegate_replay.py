@@ -14,7 +14,6 @@ vit 1 or 2 rows of 197 in 3 of 32 delegates, bert none of 21; within 4.5e-4 rela
 from __future__ import annotations
 
 import collections
-import os
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
 
 from tests.backends.test_xnnpack_quantized import ALL_MODELS, _lower_pt2e  # noqa: E402
 from tests.backends.test_xnnpack_quantized_zoo import _zoo  # noqa: E402
+from tests.conftest import executorch_etdump  # noqa: E402
 from torchedge.runtime import Runtime  # noqa: E402
 from torchedge.runtime.steps import DELEGATE  # noqa: E402
 from torchedge.schema import etdump as ed  # noqa: E402
@@ -36,12 +36,7 @@ TIE_ERROR = 1e-2  # and there stay within this relative error (4.5e-4 measured)
 
 def _executorch_delegate_values(buffer: bytes, inputs, folder) -> dict:
     """instruction -> the tensors ExecuTorch logged for it (a delegate call: its arguments)."""
-    from executorch.runtime import Runtime as ExecuTorchRuntime
-
-    program = ExecuTorchRuntime.get().load_program(buffer, enable_etdump=True, debug_buffer_size=1 << 28)
-    program.load_method("forward").execute(list(inputs))
-    dump_path, buffer_path = os.path.join(folder, "run.etdp"), os.path.join(folder, "run.bin")
-    program.write_etdump_result_to_file(dump_path, buffer_path)
+    dump_path, buffer_path = executorch_etdump(buffer, inputs, folder, debug_buffer_size=1 << 28)
     with open(dump_path, "rb") as f:
         dump = deserialize_etdump(f.read())
     with open(buffer_path, "rb") as f:

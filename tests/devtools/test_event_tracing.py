@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import torchedge_compile
+from tests.conftest import executorch_etdump, torchedge_compile
 from torchedge.cli.main import main
 from torchedge.devtools.chrome_trace import chrome_trace
 from torchedge.devtools.inspector import Inspector
@@ -51,21 +51,6 @@ def _profiles(run) -> list[tuple[str, int]]:
     return [(e.profile_event.name, e.profile_event.instruction_id) for e in run.events if e.profile_event]
 
 
-def _executorch_dump(path, x, folder, runs: int = 1, debug_buffer_size: int = 0):
-    """Run ``path`` ``runs`` times on ExecuTorch's runtime with its ETDump on; write theirs.etdp/.bin."""
-    executorch_runtime = pytest.importorskip("executorch.runtime")
-    program = executorch_runtime.Runtime.get().load_program(
-        str(path),
-        verification=executorch_runtime.Verification.Minimal,
-        enable_etdump=True,
-        debug_buffer_size=debug_buffer_size,
-    )
-    method = program.load_method("forward")
-    for _ in range(runs):
-        method.execute([x])
-    program.write_etdump_result_to_file(str(folder / "theirs.etdp"), str(folder / "theirs.bin"))
-
-
 def test_untraced_methods_run_the_kernels_themselves(compiled):
     _, _, _, path = compiled
     method = Runtime.get().load_program(path).load_method()
@@ -83,7 +68,7 @@ def test_events_are_the_ones_executorch_records(compiled, tmp_path):
         method.execute([x.numpy()])
     ours.write_etdump_result_to_file(tmp_path / "ours.etdp")
 
-    _executorch_dump(path, x, tmp_path, runs=2)
+    executorch_etdump(path, [x], tmp_path, runs=2)
 
     mine = deserialize_etdump((tmp_path / "ours.etdp").read_bytes())
     reference = deserialize_etdump((tmp_path / "theirs.etdp").read_bytes())
@@ -106,7 +91,7 @@ def test_intermediate_outputs_equal_executorch_logged_ones(compiled, tmp_path):
     outputs = ours.load_method().execute([x.numpy()])
     ours.write_etdump_result_to_file(tmp_path / "ours.etdp", tmp_path / "ours.bin")
 
-    _executorch_dump(path, x, tmp_path, debug_buffer_size=1 << 20)
+    executorch_etdump(path, [x], tmp_path, debug_buffer_size=1 << 20)
 
     mine = Inspector(etdump_path=tmp_path / "ours.etdp", debug_buffer_path=tmp_path / "ours.bin")
     reference = Inspector(etdump_path=tmp_path / "theirs.etdp", debug_buffer_path=tmp_path / "theirs.bin")
@@ -133,7 +118,7 @@ def test_intermediate_outputs_equal_executorch_logged_ones(compiled, tmp_path):
 
 def test_inspector_reads_executorch_dumps(compiled, tmp_path):
     _, x, program, path = compiled
-    _executorch_dump(path, x, tmp_path, runs=3)
+    executorch_etdump(path, [x], tmp_path, runs=3)
     inspector = Inspector(etdump_path=tmp_path / "theirs.etdp", target_time_scale="us")
     execute = [b for b in inspector.event_blocks if b.name == "Execute"]
     assert len(execute) == 1 and execute[0].runs == 3  # three identical runs: one block, three timings per event
