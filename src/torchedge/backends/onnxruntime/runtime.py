@@ -7,6 +7,7 @@ backend under its id; the runtime does that on first use of the id (the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -78,7 +79,7 @@ class _Session:
             self.run = partial(self.session.run_with_iobinding, self.binding)
 
 
-def int8_products_are_exact(machine: str | None = None, cpu_flags: set[str] | None = None) -> bool:
+def int8_products_are_exact(machine: str | None = None, cpu_flags: set[str] | frozenset[str] | None = None) -> bool:
     """Whether ONNX Runtime's fused int8 kernels sum exactly on this CPU (or on ``machine`` with
     ``cpu_flags``, as /proc/cpuinfo lists them).
 
@@ -91,13 +92,18 @@ def int8_products_are_exact(machine: str | None = None, cpu_flags: set[str] | No
     machine = (machine or platform.machine()).lower()
     if machine not in ("x86_64", "amd64", "i386", "i686"):
         return True
-    if cpu_flags is None:
-        try:
-            with open("/proc/cpuinfo") as cpuinfo:
-                cpu_flags = set(next((line for line in cpuinfo if line.startswith("flags")), "").split())
-        except OSError:
-            return False
-    return "avx512_vnni" in cpu_flags or "avx_vnni" in cpu_flags
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    return flags is not None and ("avx512_vnni" in flags or "avx_vnni" in flags)
+
+
+@functools.cache
+def _cpu_flags() -> frozenset[str] | None:
+    """This CPU's flags as /proc/cpuinfo lists them (read once per process), None when unreadable."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return frozenset(next((line for line in cpuinfo if line.startswith("flags")), "").split())
+    except OSError:
+        return None
 
 
 class OnnxRuntimeDelegate(BackendInterface):
