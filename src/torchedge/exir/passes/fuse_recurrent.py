@@ -20,14 +20,13 @@ import operator
 
 import torch
 
-from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.passes.fusion_matching import (
-    erase_matched,
     is_call,
     is_float_tensor,
     meta_val,
     only_user,
     replace_with_fused,
+    replace_with_fused_results,
     shape_of,
 )
 
@@ -166,21 +165,10 @@ def _fuse_lstm(graph: torch.fx.Graph, split: torch.fx.Node, ops: dict) -> bool:
     if projection is not None:
         hidden, weight, hidden_gates, absorbed = projection
     input_gates, step, selected = _selected(input_gates)
-    with graph.inserting_after(new_cell):
-        fused = graph.call_function(ops["lstm_cell"], (input_gates, hidden_gates, cell, hidden, weight, step))
-    fused.meta["val"] = (meta_val(new_hidden), meta_val(new_cell))
-    inherit_debug_info(fused, new_hidden)
-    results: list[torch.fx.Node] = []
-    for index, replaced in enumerate((new_hidden, new_cell)):
-        with graph.inserting_after(fused if not results else results[-1]):
-            result = graph.call_function(operator.getitem, (fused, index))
-        result.meta["val"] = meta_val(replaced)
-        inherit_debug_info(result, replaced)
-        results.append(result)
-    new_hidden.replace_all_uses_with(results[0])
-    new_cell.replace_all_uses_with(results[1])
+    args = (input_gates, hidden_gates, cell, hidden, weight, step)
     matched = [new_hidden, cell_tanh, new_cell, input_mul, forget_mul, output_sig, candidate, forget_sig, input_sig]
-    erase_matched(graph, [*matched, *items, split, gates, *absorbed, *selected])
+    matched += [*items, split, gates, *absorbed, *selected]
+    replace_with_fused_results(graph, [new_hidden, new_cell], ops["lstm_cell"], args, matched)
     return True
 
 

@@ -4,6 +4,8 @@ for one fused node."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from torchedge.exir.passes.debug_handles import inherit_debug_info
@@ -19,6 +21,7 @@ __all__ = [
     "through_view_of_identity_expand",
     "scaled",
     "replace_with_fused",
+    "replace_with_fused_results",
     "erase_matched",
 ]
 
@@ -82,6 +85,25 @@ def replace_with_fused(graph: torch.fx.Graph, last: torch.fx.Node, target, args,
     fused.meta["val"] = last.meta["val"]
     inherit_debug_info(fused, last)
     last.replace_all_uses_with(fused)
+    erase_matched(graph, matched)
+    return fused
+
+
+def replace_with_fused_results(graph: torch.fx.Graph, lasts: list, target, args, matched: list) -> torch.fx.Node:
+    """`replace_with_fused` for an operator with several results: ``target(*args)`` goes after the
+    earliest of ``lasts`` (its results' producers, which its arguments precede), and result i,
+    taken with ``getitem``, gets lasts[i]'s users and meta."""
+    with graph.inserting_after(min(lasts, key=_position(graph))):
+        fused = graph.call_function(target, tuple(args))
+    fused.meta["val"] = tuple(last.meta["val"] for last in lasts)
+    inherit_debug_info(fused, lasts[0])
+    anchor = fused
+    for index, last in enumerate(lasts):
+        with graph.inserting_after(anchor):
+            anchor = graph.call_function(operator.getitem, (fused, index))
+        anchor.meta["val"] = last.meta["val"]
+        inherit_debug_info(anchor, last)
+        last.replace_all_uses_with(anchor)
     erase_matched(graph, matched)
     return fused
 
