@@ -33,6 +33,7 @@ from torchedge.exir.backend.partitioner import TAG_KEY, Partitioner
 from torchedge.exir.ir import executorch_call_delegate
 from torchedge.exir.passes.constant_folding import drop_unused_constants
 from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.exir.passes.fusion_matching import take_over_results
 from torchedge.exir.passes.mutable_state import mutable_buffers
 
 __all__ = ["to_backend", "lower_whole_program", "DelegatedProgramVerifier"]
@@ -162,14 +163,7 @@ def _replace_with_delegate(gm, name, lowered, nodes, user_inputs, outputs) -> No
         call = graph.call_function(executorch_call_delegate, (module_node, *user_inputs))
     call.meta["val"] = tuple(n.meta["val"] for n in outputs)
     inherit_debug_info(call, nodes[0])
-    previous = call
-    for i, out in enumerate(outputs):
-        with graph.inserting_after(previous):
-            item = graph.call_function(operator.getitem, (call, i))
-        item.meta["val"] = out.meta["val"]
-        inherit_debug_info(item, out)
-        out.replace_all_uses_with(item)
-        previous = item
+    take_over_results(graph, call, outputs)
     for node in reversed(nodes):
         if not node.users:
             graph.erase_node(node)

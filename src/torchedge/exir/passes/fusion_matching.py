@@ -22,6 +22,7 @@ __all__ = [
     "scaled",
     "replace_with_fused",
     "replace_with_fused_results",
+    "take_over_results",
     "erase_matched",
 ]
 
@@ -91,21 +92,27 @@ def replace_with_fused(graph: torch.fx.Graph, last: torch.fx.Node, target, args,
 
 def replace_with_fused_results(graph: torch.fx.Graph, lasts: list, target, args, matched: list) -> torch.fx.Node:
     """`replace_with_fused` for an operator with several results: ``target(*args)`` goes after the
-    earliest of ``lasts`` (its results' producers, which its arguments precede), and result i,
-    taken with ``getitem``, gets lasts[i]'s users and meta."""
+    earliest of ``lasts`` (its results' producers, which its arguments precede), and result i
+    takes over lasts[i] (see `take_over_results`)."""
     with graph.inserting_after(min(lasts, key=_position(graph))):
         fused = graph.call_function(target, tuple(args))
     fused.meta["val"] = tuple(last.meta["val"] for last in lasts)
     inherit_debug_info(fused, lasts[0])
-    anchor = fused
-    for index, last in enumerate(lasts):
-        with graph.inserting_after(anchor):
-            anchor = graph.call_function(operator.getitem, (fused, index))
-        anchor.meta["val"] = last.meta["val"]
-        inherit_debug_info(anchor, last)
-        last.replace_all_uses_with(anchor)
+    take_over_results(graph, fused, lasts)
     erase_matched(graph, matched)
     return fused
+
+
+def take_over_results(graph: torch.fx.Graph, call: torch.fx.Node, replaced: list) -> None:
+    """Give ``call``'s result i, a ``getitem`` inserted after it, the users, meta and debug
+    handles of ``replaced[i]``."""
+    anchor = call
+    for index, node in enumerate(replaced):
+        with graph.inserting_after(anchor):
+            anchor = graph.call_function(operator.getitem, (call, index))
+        anchor.meta["val"] = node.meta["val"]
+        inherit_debug_info(anchor, node)
+        node.replace_all_uses_with(anchor)
 
 
 def erase_matched(graph: torch.fx.Graph, matched: list) -> None:
