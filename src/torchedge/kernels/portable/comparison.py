@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, can_cast, is_floating, result_type
+from torchedge.kernels.portable.bounds import clamp_into
 from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.portable.elementwise import operand, store, work_buffer
 from torchedge.kernels.portable.shape_rules import broadcast_inputs
@@ -97,6 +98,8 @@ def fast_clamp(self, min, max, out) -> bool:
     if (min == 0 or max == 0) and (self == 0).any():
         return False
     with quiet():
+        if clamp_into(self, min, max, out):
+            return True
         if min is None:
             np.minimum(self, dtype.type(max), out=out)
         elif max is None:

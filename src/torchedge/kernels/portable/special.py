@@ -25,6 +25,8 @@ from functools import cache
 import numpy as np
 from numpy.polynomial import chebyshev
 
+from torchedge.kernels.portable.bounds import BLOCK, bound_row
+
 __all__ = ["erf", "erfinv", "erf_block32", "BLOCK", "ErfRational"]
 
 
@@ -109,7 +111,6 @@ _Q32 = tuple(
         -1.45660718464996e-05,
     )
 )
-BLOCK = 1 << 14  # elements per block: the passes over a block stay in the L2 cache
 _WORKSPACE = threading.local()
 
 
@@ -144,13 +145,14 @@ class ErfRational:
             state["products"] = np.empty((2, BLOCK), np.float32)
             state["clipped"] = np.empty(BLOCK, np.float32)
         products, clipped = state["products"], state["clipped"]
+        lows, highs = bound_row(-self.limit, np.float32), bound_row(self.limit, np.float32)
         for start in range(0, n, size):
             x = flat[start : start + size]
             m = x.size
             rows, nd, xc = powers[:degree, :m], products[:, :m], clipped[:m]
             rows[0] = 1
-            np.minimum(x, self.limit, out=xc)  # nan stays nan
-            np.maximum(xc, -self.limit, out=xc)
+            np.minimum(x, highs[:m], out=xc)  # nan stays nan
+            np.maximum(xc, lows[:m], out=xc)
             np.multiply(xc, xc, out=rows[1])
             for k in range(2, degree):
                 np.multiply(rows[k - 1], rows[1], out=rows[k])
