@@ -26,6 +26,7 @@ import weakref
 import numpy as np
 
 from torchedge.kernels.portable.activation import _gelu_erf_float32
+from torchedge.kernels.portable.bounds import clamp_into
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.comparison import _clip
 from torchedge.kernels.portable.convolution import conv_forward
@@ -93,26 +94,33 @@ def attention(query, key, value, mask, scale, out):
     if out.size == 0:
         return
     b = math.prod(batch)
-    scores = workspace("attention", (b, sq, sk), dtype)
+    # Scores are laid out transposed, (b, sk, sq): each query's softmax runs down a column, so
+    # the max, the shift and the sum work on whole contiguous rows (NumPy's fast loops)
+    # instead of broadcasting a number per row. The sum is taken before the product with the
+    # values and divides the (sq, dv) result, not the (sq, sk) weights.
+    scores = workspace("attention", (b, sk, sq), dtype)
     with quiet():
-        np.matmul(query.reshape(b, sq, d), key.reshape(b, sk, d).transpose(0, 2, 1), out=scores)
-        if scale != 1:
-            scores *= dtype.type(scale)
+        queries = query.reshape(b, sq, d)
+        if scale != 1:  # scaled before the product: d values per query instead of sk scores
+            queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
+        np.matmul(key.reshape(b, sk, d), queries.transpose(0, 2, 1), out=scores)
         if mask is not None:
-            grid = scores.reshape((*batch, sq, sk))
-            np.add(grid, mask, out=grid, dtype=dtype, casting="unsafe")
-        peak = np.maximum.reduce(scores, axis=2, keepdims=True)
+            grid = scores.reshape((*batch, sk, sq))
+            np.add(grid, np.swapaxes(np.atleast_2d(mask), -1, -2), out=grid, dtype=dtype, casting="unsafe")
+        peak = np.maximum.reduce(scores, axis=1, keepdims=True)
+        empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
+        masked_rows = bool(empty.any())
+        if masked_rows:
+            peak[empty] = 0
         scores -= peak
         np.exp(scores, out=scores)
-        total = np.add.reduce(scores, axis=2, keepdims=True)
-        np.divide(1, total, out=total)  # ATen's softmax multiplies by the reciprocal of the sum
-        scores *= total
-        empty = np.isneginf(peak[..., 0])  # rows masked out entirely: zeros (safe softmax)
-        if empty.any():
-            scores[empty] = 0
+        total = np.add.reduce(scores, axis=1, keepdims=True).reshape(b, sq, 1)
         direct = out.flags.c_contiguous
         target = out.reshape(b, sq, dv) if direct else np.empty((b, sq, dv), dtype)
-        np.matmul(scores, value.reshape(b, sk, dv), out=target)
+        np.matmul(scores.transpose(0, 2, 1), value.reshape(b, sk, dv), out=target)
+        target /= total
+        if masked_rows:
+            target[empty.reshape(b, sq)] = 0
     if not direct:
         write(out, target.reshape(out.shape))
 
@@ -166,9 +174,11 @@ def _activate(out, activation: str, low: float, high: float) -> None:
         return
     with quiet():
         if activation == "relu":
-            np.maximum(out, 0, out=out)
+            if not clamp_into(out, 0, None, out):
+                np.maximum(out, 0, out=out)
         elif activation == "hardtanh":
-            _clip(out, out.dtype.type(low), out.dtype.type(high), out=out)
+            if not clamp_into(out, low, high, out):
+                _clip(out, out.dtype.type(low), out.dtype.type(high), out=out)
         elif activation == "gelu":
             if out.dtype == np.float32 and out.flags.c_contiguous:
                 _gelu_erf_float32(out, out)
