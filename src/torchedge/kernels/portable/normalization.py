@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import check, fail, finish, quiet, scratch, write
 from torchedge.kernels.portable.shape_rules import masked
+from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
 __all__ = [
@@ -114,16 +116,23 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     # overlapping the input that the centring pass still reads).
     direct = out0.dtype == acc and out0.flags.c_contiguous and not np.may_share_memory(out0, input)
     with quiet():
-        mean = x.mean(axis=1, keepdims=True, dtype=acc)
+        # Row sums as a BLAS product with ones, row dot products as one vectorised pass, and the
+        # per-row scale with the weight as one (rows, width) factor: NumPy's reductions over
+        # short rows and its broadcasts of a number per row are several times slower.
+        mean = np.matmul(x, _ones_column(width, acc))
+        mean /= width
         centred = np.subtract(x, mean, out=out0.reshape(x.shape) if direct else None)
-        variance = np.einsum("ij,ij->i", centred, centred)[:, None]
+        variance = _row_dots(centred)[:, None]
         variance /= width
         variance += eps
         rstd = np.sqrt(variance, out=variance)
         np.divide(1, rstd, out=rstd)
-        centred *= rstd
-        if weight is not None:
-            centred *= weight.reshape(1, width)
+        if weight is None:
+            centred *= rstd
+        else:
+            scale = workspace("layer_norm", x.shape, acc)
+            np.multiply(rstd, weight.reshape(1, width), out=scale, casting="unsafe")
+            centred *= scale
         if bias is not None:
             centred += bias.reshape(1, width)
     if not direct:
@@ -131,6 +140,20 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     stats_shape = rows + (1,) * k
     write(out1, mean.reshape(stats_shape))
     write(out2, rstd.reshape(stats_shape))
+
+
+@functools.lru_cache(maxsize=64)
+def _ones_column(width: int, dtype: np.dtype) -> np.ndarray:
+    ones = np.ones((width, 1), dtype)
+    ones.flags.writeable = False
+    return ones
+
+
+def _row_dots(rows: np.ndarray) -> np.ndarray:
+    """Each row's dot product with itself."""
+    if hasattr(np, "vecdot"):  # NumPy 2
+        return np.vecdot(rows, rows)
+    return np.einsum("ij,ij->i", rows, rows)
 
 
 def _per_channel(values, ndim):
