@@ -238,3 +238,44 @@ def test_recurrent_fusion_leaves_a_step_with_a_shared_gate_alone():
     assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
     program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass(recurrent=False)]))
     assert not _fused_ops(program)
+
+
+class HeadMoves(nn.Module):
+    """The copies Hugging Face attention blocks export around their heads: permute, contiguous(),
+    a same-shape view and two more permutes; a dropout-style clone of a linear's fresh output;
+    and a clone of a value that is also used elsewhere (kept)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):  # x: (2, 3, 4, 8)
+        y = x.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3).view(2, 3, 4, 8).permute(0, 2, 1, 3)
+        z = self.proj(y).clone()
+        kept = x.clone()
+        return z + 1, kept * x
+
+
+def test_copy_chains_collapse_to_one_permute_with_the_same_values():
+    torch.manual_seed(0)
+    model, inputs = HeadMoves().eval(), (torch.randn(2, 3, 4, 8),)
+
+    def copies(program):
+        return collections.Counter(
+            str(n.target)
+            for n in program.graph_module().graph.nodes
+            if n.op == "call_function" and str(n.target) in ("aten.permute_copy.out", "aten.clone.out")
+        )
+
+    plain = _compile(model, inputs)
+    fused = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    # the chain's three permutes and contiguous(), the linear's reshape of its 4-D input, z's clone, x's clone
+    assert copies(plain) == {"aten.permute_copy.out": 3, "aten.clone.out": 4}
+    assert copies(fused) == {"aten.permute_copy.out": 1, "aten.clone.out": 1}  # one permute; x's clone stays
+    assert copies(_compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass(copies=False)]))) == (
+        copies(plain)
+    )
+    got = _run(fused, inputs)
+    for g, c in zip(got, _run(plain, inputs), strict=True):
+        np.testing.assert_array_equal(g, c)  # data movement only: the very same bits
+    assert_matches(got, torch_outputs(model, inputs), tol=1e-6)

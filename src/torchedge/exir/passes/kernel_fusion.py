@@ -8,7 +8,8 @@ it up front when ``ExecutorchBackendConfig(kernel_set=...)`` names an ExecuTorch
     config = ExecutorchBackendConfig(passes=[FuseKernelsPass()])
     program = to_edge(exported).to_executorch(config)
 
-Four fusions (float32 and float64 only); all but ``linear_act`` are on by default, where they pay:
+Five fusions (all but ``copies`` for float32 and float64 only); all but ``linear_act`` are on by
+default, where they pay:
 
 * **attention**: the math decomposition of ``scaled_dot_product_attention`` (scale q and kᵀ,
   expand, bmm, add the mask, softmax, the safe-softmax masking of fully masked rows, expand,
@@ -26,6 +27,9 @@ Four fusions (float32 and float64 only); all but ``linear_act`` are on by defaul
   hidden projection, a split, sigmoids, tanhs, products and sums: about sixteen kernels on a
   few hundred elements) becomes ``torchedge_fused::lstm_cell`` / ``gru_cell``, bit-identical
   to the chain.
+* **copies**: a chain of ``permute_copy`` and ``clone`` nodes, each feeding only the next (the
+  head moves around attention), becomes one ``permute_copy`` of the composed permutation
+  (`collapse_copies`): the same elements, one copy instead of several.
 
 Each fused operator has an out variant, so `OutVariantPass`, memory planning and the emitter
 treat it like any other operator; the operators are defined in `fused_operators`, each fusion's
@@ -38,6 +42,7 @@ from __future__ import annotations
 import torch
 
 from torchedge.exir.pass_base import PassBase, PassResult
+from torchedge.exir.passes.collapse_copies import COPIES, collapse_copies
 from torchedge.exir.passes.fuse_attention import fuse_attention
 from torchedge.exir.passes.fuse_conv import fuse_conv
 from torchedge.exir.passes.fuse_linear import LINEAR_ACTIVATIONS, fuse_linear
@@ -52,14 +57,22 @@ _aten = torch.ops.aten
 class FuseKernelsPass(PassBase):
     """Replace operator chains by torchedge's fused kernels (see the module docstring).
 
-    ``attention``, ``conv``, ``linear`` and ``recurrent`` switch each fusion on or off. ``linear`` is off by
+    ``attention``, ``conv``, ``linear``, ``recurrent`` and ``copies`` switch each fusion on or off. ``linear`` is off by
     default: on the built-in models it did not pay (the activation costs the same passes over
     the product in place as into a buffer of its own, and GEMM time is unchanged).
     """
 
-    def __init__(self, attention: bool = True, conv: bool = True, linear: bool = False, recurrent: bool = True):
+    def __init__(
+        self,
+        attention: bool = True,
+        conv: bool = True,
+        linear: bool = False,
+        recurrent: bool = True,
+        copies: bool = True,
+    ):
         super().__init__()
         self.attention, self.conv, self.linear, self.recurrent = attention, conv, linear, recurrent
+        self.copies = copies
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         ops = fused_ops()
@@ -79,6 +92,8 @@ class FuseKernelsPass(PassBase):
                 modified |= fuse_linear(graph, node, ops)
             elif self.recurrent and node.target in RECURRENT_SPLITS:
                 modified |= fuse_recurrent(graph, node, ops)
+            elif self.copies and node.target in COPIES:
+                modified |= collapse_copies(graph, node)
         if modified:
             graph.lint()
         return PassResult(graph_module, modified)
