@@ -46,12 +46,14 @@ def test_clamping_kernels_match_aten_over_several_blocks(op, args, reference, dt
 
 
 def test_clamp_into_refuses_what_it_cannot_do_in_blocks():
-    x = np.arange(10, dtype=np.float32)
-    assert not clamp_into(x, 0, 1, np.empty(10, np.float64))  # another dtype
-    assert not clamp_into(x.reshape(2, 5).T, 0, 1, np.empty((5, 2), np.float32))  # not contiguous
+    x = np.arange(2 * SIZE, dtype=np.float32)
+    assert not clamp_into(x, 0, 1, np.empty(2 * SIZE, np.float64))  # another dtype
+    assert not clamp_into(x.reshape(2, -1).T, 0, 1, np.empty((SIZE, 2), np.float32))  # not contiguous
     assert not clamp_into(x[1:], 0, 1, x[:-1])  # overlapping, shifted
-    assert not clamp_into(np.arange(10), 0, 1, np.empty(10, np.int64))  # integers
-    out = np.empty(10, np.float32)
+    assert not clamp_into(np.arange(SIZE), 0, 1, np.empty(SIZE, np.int64))  # integers
+    assert not clamp_into(x, 0, 1, np.empty(10, np.float32))  # too small to gain
+    x = np.arange(SIZE, dtype=np.float32)
+    out = np.empty(SIZE, np.float32)
     assert clamp_into(x, 2, 6, out)
     np.testing.assert_array_equal(out, np.clip(x, 2, 6))
 

@@ -15,6 +15,7 @@ import numpy as np
 __all__ = ["BLOCK", "bound_row", "clamp_into"]
 
 BLOCK = 1 << 14  # elements per block: a block and its bound rows stay in the L2 cache
+_SMALL = 1 << 12  # below this many elements the checks cost more than the number-operand loop
 
 
 @cache
@@ -34,7 +35,9 @@ def bound_row(value: float | np.floating, dtype) -> np.ndarray:
 def clamp_into(x: np.ndarray, low: float | None, high: float | None, out: np.ndarray) -> bool:
     """``min(max(x, low), high)`` into ``out`` (nan stays nan; a None bound is left out);
     False, with nothing written, unless ``x`` and ``out`` are C-contiguous arrays of one
-    float dtype and size that are either one memory or apart."""
+    float dtype and size that are either one memory or apart, and large enough to gain."""
+    if x.size < _SMALL:
+        return False
     dtype = x.dtype
     if not (
         out.dtype == dtype
