@@ -59,3 +59,33 @@ def test_chunked_linear_cross_entropy_of_trainable_weights_computes_the_loss():
     model = LinearCrossEntropy("sum", retain=True)
     (got,) = _run(model, x, weight, target)
     np.testing.assert_allclose(got, model(x, weight, target).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_cached_cia_operator_set_is_torchs_and_follows_new_registrations(monkeypatch):
+    """`cached_cia_ops` gives torch's own set of keepable CompositeImplicitAutograd operators,
+    computes it once while nothing is registered, and again after an operator library loads."""
+    from torch._export import utils
+
+    from torchedge.exir import decompositions
+
+    calls = []
+    original = utils._collect_all_valid_cia_ops
+
+    def counting():
+        calls.append(1)
+        return original()
+
+    monkeypatch.setattr(utils, "_collect_all_valid_cia_ops", counting)
+    monkeypatch.setattr(decompositions._CIA, "ops", None, raising=False)
+    expected = original()
+    with decompositions.cached_cia_ops():
+        first = utils._collect_all_valid_cia_ops()
+        first.clear()  # torch edits the set it gets: the cache hands out copies
+        assert utils._collect_all_valid_cia_ops() == expected
+        assert len(calls) == 1
+        library = torch.library.Library("torchedge_cia_test", "DEF")
+        library.define("twice(Tensor x) -> Tensor")
+        library.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+        utils._collect_all_valid_cia_ops()
+        assert len(calls) == 2  # a new operator: computed again
+    assert utils._collect_all_valid_cia_ops is counting  # restored

@@ -147,36 +147,6 @@ def _time_limit(seconds: float | None):
         signal.signal(signal.SIGALRM, previous)
 
 
-_ORIGINAL_COLLECT: dict = {}  # "f": torch's own _collect_all_valid_cia_ops
-
-
-@functools.cache
-def _valid_cia_ops():
-    from torch._export import utils
-
-    return _ORIGINAL_COLLECT.get("f", utils._collect_all_valid_cia_ops)()
-
-
-@contextmanager
-def _cached_cia_ops():
-    """Compute once the set of preservable CompositeImplicitAutograd operators that each
-    ``run_decompositions`` recomputes from the dispatcher (some 40% of a case's CPU time). The set
-    only changes when operators are registered, which the sweep's programs never do."""
-    from torch._export import utils
-    from torch.export import decomp_utils, exported_program
-
-    modules = (utils, decomp_utils, exported_program)
-    _ORIGINAL_COLLECT.setdefault("f", utils._collect_all_valid_cia_ops)
-    original = [m._collect_all_valid_cia_ops for m in modules]
-    for module in modules:
-        module._collect_all_valid_cia_ops = _valid_cia_ops
-    try:
-        yield
-    finally:
-        for module, function in zip(modules, original):
-            module._collect_all_valid_cia_ops = function
-
-
 class _Call(torch.nn.Module):
     """``op(input, *args, **kwargs)`` with the sample's tensors as inputs; returns its tensors."""
 
@@ -367,7 +337,7 @@ def run_samples(
     within ``timeout`` seconds (main thread only; sample generation gets its own ``timeout``)."""
     info = find_entry(name)
     family = family_of(info.name)
-    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]), _cached_cia_ops():
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
         warnings.simplefilter("ignore")
         began = time.perf_counter()
         try:

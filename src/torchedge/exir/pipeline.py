@@ -22,7 +22,7 @@ from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
 from torchedge.errors import ExportError
 from torchedge.exir.control_flow import inherit_source_lines, run_on_sub_graphs
-from torchedge.exir.decompositions import decomposition_table
+from torchedge.exir.decompositions import cached_cia_ops, decomposition_table
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
@@ -127,7 +127,8 @@ def _decompose(state: MethodState) -> None:
     # Side effects (linalg's error checks) come wrapped in `with_effects` calls threading tokens:
     # in a program that runs its instructions in order, the plain call is the same.
     try:
-        decomposed = state.program.run_decompositions(decomposition_table())
+        with cached_cia_ops():
+            decomposed = state.program.run_decompositions(decomposition_table())
     except Exception as e:  # torch's own failure: say so, typed, instead of a bare traceback
         raise ExportError(
             f"method '{state.method}': torch.export's core-ATen decomposition failed "
