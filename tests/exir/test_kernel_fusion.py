@@ -279,3 +279,24 @@ def test_copy_chains_collapse_to_one_permute_with_the_same_values():
     for g, c in zip(got, _run(plain, inputs), strict=True):
         np.testing.assert_array_equal(g, c)  # data movement only: the very same bits
     assert_matches(got, torch_outputs(model, inputs), tol=1e-6)
+
+
+class DynamicHeadMoves(nn.Module):
+    def forward(self, x):  # x: (batch, 3, 4, 8)
+        y = x.permute(2, 0, 1, 3).contiguous().permute(1, 2, 0, 3).view(x.shape).permute(0, 2, 1, 3)
+        return y * 2
+
+
+def test_copy_chains_collapse_with_a_dynamic_dimension():
+    """A dynamic size passes through the collapsed permutes; the same-shape view between symbolic
+    shapes is left as it is."""
+    model = DynamicHeadMoves().eval()
+    batch = torch.export.Dim("batch", min=1, max=6)
+    exported = torch.export.export(model, (torch.randn(2, 3, 4, 8),), dynamic_shapes=({0: batch},))
+    program = to_edge(exported).to_executorch(ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
+    permutes = [n for n in program.graph_module().graph.nodes if str(n.target) == "aten.permute_copy.out"]
+    assert len(permutes) == 2  # permute, clone and permute before the view become one; the last stays
+    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    for size in (1, 5):
+        x = torch.randn(size, 3, 4, 8)
+        assert_matches(method.execute([x.numpy()]), torch_outputs(model, (x,)), tol=0)

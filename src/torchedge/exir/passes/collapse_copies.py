@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.exir.passes.fusion_matching import is_call, meta_val, replace_with_fused
+from torchedge.exir.passes.fusion_matching import is_call, is_static, meta_val, replace_with_fused
 
 __all__ = ["COPIES", "collapse_copies"]
 
@@ -33,8 +33,9 @@ def _permutation(node: torch.fx.Node) -> list | None:
     rank = val.dim()
     if node.target is _aten.permute_copy.default:
         return [d % rank for d in node.args[1]] if rank else []
-    if node.target is _aten.view_copy.default:  # only a view to the shape it has
-        return list(range(rank)) if tuple(val.shape) == tuple(source.shape) else None
+    if node.target is _aten.view_copy.default:  # only a view to the (static) shape it has
+        same = is_static(node) and is_static(node.args[0]) and tuple(val.shape) == tuple(source.shape)
+        return list(range(rank)) if same else None
     return list(range(rank)) if node.kwargs.get("memory_format") in _CONTIGUOUS else None  # clone
 
 

@@ -27,8 +27,9 @@ default, where they pay:
   hidden projection, a split, sigmoids, tanhs, products and sums: about sixteen kernels on a
   few hundred elements) becomes ``torchedge_fused::lstm_cell`` / ``gru_cell``, bit-identical
   to the chain.
-* **copies**: a chain of ``permute_copy`` and ``clone`` nodes, each feeding only the next (the
-  head moves around attention), becomes one ``permute_copy`` of the composed permutation
+* **copies**: a chain of ``permute_copy``, ``clone`` and same-shape ``view_copy`` nodes, each
+  feeding only the next (the head moves around attention), becomes one ``permute_copy`` of the
+  composed permutation, and a ``clone`` of a fresh value nothing else reads is dropped
   (`collapse_copies`): the same elements, one copy instead of several.
 
 Each fused operator has an out variant, so `OutVariantPass`, memory planning and the emitter
