@@ -8,14 +8,17 @@ constant row of one block's length, and the array is clamped block by block.
 
 from __future__ import annotations
 
+import importlib
 from functools import cache
 
 import numpy as np
 
-__all__ = ["BLOCK", "bound_row", "clamp_into"]
+__all__ = ["BLOCK", "bound_row", "clamp_into", "clamp_by_numbers"]
 
 BLOCK = 1 << 14  # elements per block: a block and its bound rows stay in the L2 cache
 _SMALL = 1 << 12  # below this many elements the checks cost more than the number-operand loop
+# the clip ufunc itself (np.clip adds a Python layer); NumPy 1.x keeps it in numpy.core
+_clip = importlib.import_module("numpy._core.umath" if hasattr(np, "_core") else "numpy.core.umath").clip
 
 
 @cache
@@ -61,6 +64,21 @@ def clamp_into(x: np.ndarray, low: float | None, high: float | None, out: np.nda
         if highs is not None:
             np.minimum(block, highs[:m], out=into)
     return True
+
+
+def clamp_by_numbers(x: np.ndarray, low: float | None, high: float | None, out: np.ndarray) -> None:
+    """``min(max(x, low), high)`` into ``out`` (of x's shape, at least one bound given, nan
+    stays nan): block by block where `clamp_into` can, else one NumPy ufunc with the bounds
+    as numbers of out's dtype."""
+    if clamp_into(x, low, high, out):
+        return
+    number = out.dtype.type
+    if low is None:
+        np.minimum(x, number(high), out=out)
+    elif high is None:
+        np.maximum(x, number(low), out=out)
+    else:
+        _clip(x, number(low), number(high), out=out)
 
 
 def _same_start(a: np.ndarray, b: np.ndarray) -> bool:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, can_cast, is_floating, result_type
-from torchedge.kernels.portable.bounds import clamp_into
+from torchedge.kernels.portable.bounds import clamp_by_numbers
 from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.portable.elementwise import operand, store, work_buffer
 from torchedge.kernels.portable.shape_rules import broadcast_inputs
@@ -72,8 +71,6 @@ isinf = register_kernel("aten::isinf.out", shape=broadcast_inputs)(_float_predic
 
 
 _FAST_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-# the clip ufunc itself (np.clip adds a Python layer); NumPy 1.x keeps it in numpy.core
-_clip = importlib.import_module("numpy._core.umath" if hasattr(np, "_core") else "numpy.core.umath").clip
 
 
 def _plain_bound(value) -> bool:
@@ -81,8 +78,8 @@ def _plain_bound(value) -> bool:
 
 
 def fast_clamp(self, min, max, out) -> bool:
-    """clamp of a float32/float64 array by number bounds into an out of its dtype, as one
-    ufunc pass; False (nothing written) where the general path is needed. A zero bound can
+    """clamp of a float32/float64 array by number bounds into an out of its dtype, in one
+    pass (`clamp_by_numbers`); False (nothing written) where the general path is needed. A zero bound can
     turn -0.0 into +0.0 in NumPy's min/max: then an input holding zeros takes the general
     path (checked before anything is written, as out may be self's memory)."""
     dtype = self.dtype
@@ -98,14 +95,7 @@ def fast_clamp(self, min, max, out) -> bool:
     if (min == 0 or max == 0) and (self == 0).any():
         return False
     with quiet():
-        if clamp_into(self, min, max, out):
-            return True
-        if min is None:
-            np.minimum(self, dtype.type(max), out=out)
-        elif max is None:
-            np.maximum(self, dtype.type(min), out=out)
-        else:
-            _clip(self, dtype.type(min), dtype.type(max), out=out)
+        clamp_by_numbers(self, min, max, out)
     return True
 
 

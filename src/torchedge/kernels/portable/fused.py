@@ -26,9 +26,8 @@ import weakref
 import numpy as np
 
 from torchedge.kernels.portable.activation import _gelu_erf_float32
-from torchedge.kernels.portable.bounds import clamp_into
+from torchedge.kernels.portable.bounds import clamp_by_numbers
 from torchedge.kernels.portable.common import check, fail, quiet, write
-from torchedge.kernels.portable.comparison import _clip
 from torchedge.kernels.portable.convolution import conv_forward
 from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.portable.windows import workspace
@@ -174,11 +173,9 @@ def _activate(out, activation: str, low: float, high: float) -> None:
         return
     with quiet():
         if activation == "relu":
-            if not clamp_into(out, 0, None, out):
-                np.maximum(out, 0, out=out)
+            clamp_by_numbers(out, 0, None, out)
         elif activation == "hardtanh":
-            if not clamp_into(out, low, high, out):
-                _clip(out, out.dtype.type(low), out.dtype.type(high), out=out)
+            clamp_by_numbers(out, low, high, out)
         elif activation == "gelu":
             if out.dtype == np.float32 and out.flags.c_contiguous:
                 _gelu_erf_float32(out, out)

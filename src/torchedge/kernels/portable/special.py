@@ -27,7 +27,7 @@ from numpy.polynomial import chebyshev
 
 from torchedge.kernels.portable.bounds import BLOCK, bound_row
 
-__all__ = ["erf", "erfinv", "erf_block32", "BLOCK", "ErfRational"]
+__all__ = ["erf", "erfinv", "erf_block32", "ErfRational"]
 
 
 def _g(a: float) -> float:
