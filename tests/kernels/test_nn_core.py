@@ -62,6 +62,10 @@ CONVOLUTIONS = [  # input, weight, stride, padding, dilation, transposed, output
     ((2, 3, 7), (3, 2, 4), [3], [2], [1], True, [1], 1, False),
     ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), [2, 1, 2], [1, 0, 0], [1, 2, 1], True, [1, 0, 0], 1, True),
     ((1, 6, 5, 5), (6, 1, 3, 3), [1, 1], [1, 1], [1, 1], True, [0, 0], 6, True),  # depthwise transposed
+    ((2, 3, 12, 8), (5, 3, 4, 4), [4, 4], [0, 0], [1, 1], False, [0, 0], 1, True),  # patches (ViT-style)
+    ((1, 4, 10, 9), (6, 2, 2, 3), [4, 3], [0, 0], [1, 1], False, [0, 0], 2, False),  # gaps, cut edge, grouped
+    ((2, 3, 7), (4, 3, 1), [2], [0], [1], False, [0], 1, True),  # strided 1x1
+    ((1, 2, 4, 6, 6), (3, 2, 2, 2, 3), [2, 3, 3], [0, 0, 0], [1, 1, 1], False, [0, 0, 0], 1, True),
 ]
 
 
@@ -110,6 +114,7 @@ INT_CONVOLUTIONS = [  # input, weight, stride, padding, groups: each path of con
     ((2, 4, 7, 7), (8, 1, 3, 3), [2, 2], [1, 1], 4),  # depthwise, multiplier 2
     ((2, 3, 11), (4, 3, 3), [2], [1], 1),
     ((1, 4, 4, 5, 4), (4, 2, 3, 1, 3), [1, 1, 1], [1, 0, 1], 2),
+    ((2, 4, 9, 8), (6, 2, 2, 2), [3, 2], [0, 0], 2),  # windows that do not overlap: one strided copy
 ]
 BIASES = [-0.5, 2.7, -3.7, 200.7, -200.5, 0.99]  # ATen truncates them to the output dtype (wrapping)
 

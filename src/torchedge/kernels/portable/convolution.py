@@ -5,7 +5,9 @@ matrix (im2col, K taps, P output positions) and multiplies it by the (G, O/G, C/
 weights in one ``np.matmul`` (BLAS per batch element and group). The columns are copied
 as whole rows of `Taps` runs when the gaps between output rows are small (one extraction
 pass follows the GEMM), else output position by position, straight into ``out``. A
-pointwise (1x1, unit stride, no padding) convolution multiplies the input itself.
+pointwise (1x1, unit stride, no padding) convolution multiplies the input itself; windows that
+do not overlap (stride >= kernel, no padding or dilation: patch embeddings, strided 1x1) copy
+one strided view of the input as the column matrix, in one pass.
 Depthwise convolutions (one input channel per group) copy the K taps of a block of rows
 into a cache-sized column array and reduce it with one batched matrix-vector product per
 block. A transposed convolution is the adjoint: one GEMM with the transposed weights,
@@ -180,6 +182,12 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
         if pointwise and x.dtype == acc:  # the input itself is the column matrix
             _gemm(kernels, x.reshape(n, groups, cg, -1), bias, out, acc)
             return
+        if not any(padding) and not any(after) and all(d == 1 and s >= k for d, s, k in zip(dilation, stride, kernel)):
+            # Windows that do not overlap (a ViT's patch embedding, a strided 1x1): the column
+            # matrix is one strided view of the input, copied in one pass.
+            columns = _patches(x, kernel, stride, size, acc)
+            _gemm(kernels, columns.reshape(n, groups, cg * math.prod(kernel), -1), bias, out, acc)
+            return
         taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
         if cg == 1 and groups == c and groups > 1:
             _depthwise(taps, weight, bias, out, acc)
@@ -212,6 +220,21 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
         else:
             columns = im2col(x, kernel, stride, padding, dilation, size, acc, taps)
             _gemm(kernels, columns.reshape(n, groups, -1, math.prod(size)), bias, out, acc)
+
+
+def _patches(x, kernel, stride, size, acc) -> np.ndarray:
+    """The (N, C, *kernel, *size) columns of an unpadded, undilated convolution: tap ``k`` of the
+    window at ``p`` reads ``x[..., p * stride + k]``."""
+    spatial = x.strides[2:]
+    windows = np.lib.stride_tricks.as_strided(
+        x,
+        x.shape[:2] + tuple(kernel) + tuple(size),
+        x.strides[:2] + spatial + tuple(step * s for step, s in zip(spatial, stride)),
+        writeable=False,
+    )
+    columns = workspace("columns", windows.shape, acc)
+    np.copyto(columns, windows, casting="unsafe")
+    return columns
 
 
 def _bias(bias, dtype, acc):
