@@ -66,6 +66,8 @@ CONVOLUTIONS = [  # input, weight, stride, padding, dilation, transposed, output
     ((1, 4, 10, 9), (6, 2, 2, 3), [4, 3], [0, 0], [1, 1], False, [0, 0], 2, False),  # gaps, cut edge, grouped
     ((2, 3, 7), (4, 3, 1), [2], [0], [1], False, [0], 1, True),  # strided 1x1
     ((1, 2, 4, 6, 6), (3, 2, 2, 2, 3), [2, 3, 3], [0, 0, 0], [1, 1, 1], False, [0, 0, 0], 1, True),
+    ((1, 32, 10, 14), (4, 16, 3, 3), [1, 1], [2, 1], [1, 2], False, [0, 0], 2, True),  # per kernel column, dilated
+    ((2, 16, 20), (4, 16, 3), [1], [1], [1], False, [0], 1, True),  # one GEMM per tap (1-d)
 ]
 
 
@@ -110,7 +112,8 @@ INT_CONVOLUTIONS = [  # input, weight, stride, padding, groups: each path of con
     ((1, 2, 4, 30), (3, 2, 3, 3), [1, 1], [0, 0], 1),  # im2col over whole rows, the bias as a column
     ((1, 300, 2, 30), (300, 300, 1, 3), [1, 1], [0, 0], 1),  # ... large weights: the bias in the extraction
     ((1, 2, 5, 5), (3, 2, 3, 3), [1, 1], [1, 1], 1),  # im2col position by position
-    ((1, 16, 12, 12), (4, 16, 3, 3), [1, 1], [1, 1], 1),  # one GEMM per tap
+    ((1, 16, 12, 12), (4, 16, 3, 3), [1, 1], [1, 1], 1),  # one GEMM per kernel column
+    ((1, 16, 12, 12), (4, 16, 3, 3), [2, 2], [1, 1], 1),  # one GEMM per tap (strided)
     ((2, 4, 7, 7), (8, 1, 3, 3), [2, 2], [1, 1], 4),  # depthwise, multiplier 2
     ((2, 3, 11), (4, 3, 3), [2], [1], 1),
     ((1, 4, 4, 5, 4), (4, 2, 3, 1, 3), [1, 1, 1], [1, 0, 1], 2),

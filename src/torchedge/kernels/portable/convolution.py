@@ -15,7 +15,9 @@ then col2im (`scatter_taps`). Biases ride along as an extra all-ones column wher
 column matrix is built here anyway and the weights are small (copying large weights to append
 the column costs more than adding the bias in the pass that extracts the output grid).
 Where the column matrix would be large and the weights small, each tap is instead one GEMM
-on a strided view of the input, accumulated (no im2col copy).
+on a strided view of the input, accumulated (no im2col copy); with unit stride along the last
+spatial dim, one copy per kernel row serves all its taps (they are shifts of one another), and
+one GEMM per kernel column runs over channels x kernel rows.
 """
 
 from __future__ import annotations
@@ -192,9 +194,12 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
         if cg == 1 and groups == c and groups > 1:
             _depthwise(taps, weight, bias, out, acc)
         elif cg >= 16 and taps.count > 1 and 4 * weight.size < n * c * taps.count * taps.length:
-            # Large column matrices (many positions, few weights): one GEMM per tap straight on the
-            # tap's strided view of the input, accumulated, instead of copying every tap (im2col).
-            _gemm_per_tap(taps, kernels.reshape(groups, o // groups, cg, taps.count), bias, out, acc)
+            # Large column matrices (many positions, few weights): no im2col copy of every tap.
+            per_tap = kernels.reshape(groups, o // groups, cg, taps.count)
+            if stride[-1] == 1 and taps.count > kernel[-1]:
+                _gemm_per_kernel_column(taps, per_tap, dilation[-1], bias, out, acc)
+            else:
+                _gemm_per_tap(taps, per_tap, bias, out, acc)
         elif _rows_pay(taps.length, math.prod(size), o // groups):
             # im2col over whole rows: long contiguous copies; the columns between output rows
             # cost a little GEMM work and one extraction pass. Small weights take the bias as an
@@ -262,13 +267,45 @@ def _gemm_per_tap(taps: Taps, kernels, bias, out, acc) -> None:
     groups, og, cg, count = kernels.shape
     n = out.shape[0]
     per_tap = np.ascontiguousarray(np.moveaxis(kernels, 3, 0), dtype=acc)  # (taps, G, O/G, C/G)
-    shape = (n, groups, og, taps.length)
-    product, partial = workspace("product", shape, acc), workspace("blocks", shape, acc)
-    for t in range(count):
-        np.matmul(per_tap[t], taps.flat(t).reshape(n, groups, cg, taps.length), out=product if t == 0 else partial)
-        if t:
+    _accumulate_products(
+        taps, [(per_tap[t], taps.flat(t).reshape(n, groups, cg, taps.length)) for t in range(count)], bias, out, acc
+    )
+
+
+def _gemm_per_kernel_column(taps: Taps, kernels, step: int, bias, out, acc) -> None:
+    """`_gemm_per_tap` with the taps of one kernel column stacked: with unit stride along the
+    last spatial dim, the taps of one kernel row differ by a shift of ``step`` (the dilation),
+    so one copy per kernel row, ``step * (width - 1)`` longer than a tap, serves its whole row.
+    Then one GEMM per kernel column over channels x kernel rows (a depth BLAS runs faster than
+    the channels alone), summed."""
+    groups, og, cg, count = kernels.shape
+    n, width = out.shape[0], taps.kernel[-1]
+    lines, reach = count // width, taps.length + step * (width - 1)
+    block = workspace("columns", (n, groups, cg, lines, reach), acc)
+    for line in range(lines):
+        block[:, :, :, line] = taps.flat(line * width, reach - taps.length).reshape(n, groups, cg, reach)
+    stacked = block.reshape(n, groups, cg * lines, reach)
+    per_column = np.moveaxis(kernels.reshape(groups, og, cg * lines, width), 3, 0)  # (width, G, O/G, C/G * lines)
+    per_column = np.ascontiguousarray(per_column, dtype=acc)
+    _accumulate_products(
+        taps, [(per_column[j], stacked[..., j * step : j * step + taps.length]) for j in range(width)], bias, out, acc
+    )
+
+
+def _accumulate_products(taps: Taps, pairs, bias, out, acc) -> None:
+    """``out = sum of a @ b over pairs (+ bias)``, each product (N, G, O/G, length) laid out
+    like a run of ``taps``."""
+    n, o = out.shape[:2]
+    product = partial = None
+    for a, b in pairs:
+        shape = b.shape[:2] + (a.shape[-2], b.shape[-1])
+        if product is None:
+            product, partial = workspace("product", shape, acc), workspace("blocks", shape, acc)
+            np.matmul(a, b, out=product)
+        else:
+            np.matmul(a, b, out=partial)
             product += partial
-    grid = taps.grid(product.reshape(n * groups * og, taps.length)).reshape(out.shape)
+    grid = taps.grid(product.reshape(n * o, taps.length)).reshape(out.shape)
     if bias is None:
         write(out, grid)
     else:

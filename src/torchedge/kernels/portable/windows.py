@@ -165,10 +165,11 @@ class Taps:
         begin = rows.start * self.pitch + start
         return self._source[which, begin : begin + self.run_length(rows)]
 
-    def flat(self, tap: int) -> np.ndarray:
-        """Read-only (rows, length) view of the values tap ``tap`` meets."""
+    def flat(self, tap: int, extra: int = 0) -> np.ndarray:
+        """Read-only (rows, length + extra) view of the values tap ``tap`` meets, and the
+        ``extra`` after them (those of a later tap in the same phase, which stay in bounds)."""
         which, start = self._offsets[tap]
-        return self._source[which].reshape(self.rows, self.pitch)[:, start : start + self.length]
+        return self._source[which].reshape(self.rows, self.pitch)[:, start : start + self.length + extra]
 
     def grid(self, buffer: np.ndarray) -> np.ndarray:
         """The (rows, *out_size) view of a (rows, >= pitch) buffer with unit inner stride, or of
