@@ -3,21 +3,15 @@
 A convolution gathers the kernel taps of the padded input into a (N, G, C/G*K, P) column
 matrix (im2col, K taps, P output positions) and multiplies it by the (G, O/G, C/G*K)
 weights in one ``np.matmul`` (BLAS per batch element and group). The columns are copied
-as whole rows of `Taps` runs when the gaps between output rows are small (one extraction
-pass follows the GEMM), else output position by position, straight into ``out``. A
-pointwise (1x1, unit stride, no padding) convolution multiplies the input itself; windows that
-do not overlap (stride >= kernel, no padding or dilation: patch embeddings, strided 1x1) copy
-one strided view of the input as the column matrix, in one pass.
-Depthwise convolutions (one input channel per group) copy the K taps of a block of rows
-into a cache-sized column array and reduce it with one batched matrix-vector product per
-block. A transposed convolution is the adjoint: one GEMM with the transposed weights,
-then col2im (`scatter_taps`). Biases ride along as an extra all-ones column where the
-column matrix is built here anyway and the weights are small (copying large weights to append
-the column costs more than adding the bias in the pass that extracts the output grid).
-Where the column matrix would be large and the weights small, each tap is instead one GEMM
-on a strided view of the input, accumulated (no im2col copy); with unit stride along the last
-spatial dim, one copy per kernel row serves all its taps (they are shifts of one another), and
-one GEMM per kernel column runs over channels x kernel rows.
+as whole rows of `Taps` runs when the gap columns between output rows cost less GEMM work
+than copying position by position saves (one extraction pass follows the GEMM), else output
+position by position, straight into ``out``. A pointwise (1x1, unit stride, no padding)
+convolution multiplies the input itself. Biases ride along as an extra all-ones column where
+the column matrix is built here anyway and the weights are small (copying large weights to
+append the column costs more than adding the bias in the pass that extracts the output grid).
+A transposed convolution is the adjoint: one GEMM with the transposed weights, then col2im
+(`scatter_taps`). The forms that avoid copying every tap (windows that do not overlap, one
+GEMM per tap or per kernel column, depthwise) live in `convolution_columns`.
 """
 
 from __future__ import annotations
@@ -29,7 +23,8 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, result_type
 from torchedge.kernels.portable import windows
 from torchedge.kernels.portable.common import check, pair, quiet, write
-from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, scatter_taps, workspace
+from torchedge.kernels.portable.convolution_columns import depthwise, gemm_per_kernel_column, gemm_per_tap, patches
+from torchedge.kernels.portable.windows import Taps, rows_view, scatter_taps, workspace
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["spatial_dims", "convolution", "conv_forward", "conv_transposed", "compute_dtype", "im2col"]
@@ -187,19 +182,19 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
         if not any(padding) and not any(after) and all(d == 1 and s >= k for d, s, k in zip(dilation, stride, kernel)):
             # Windows that do not overlap (a ViT's patch embedding, a strided 1x1): the column
             # matrix is one strided view of the input, copied in one pass.
-            columns = _patches(x, kernel, stride, size, acc)
+            columns = patches(x, kernel, stride, size, acc)
             _gemm(kernels, columns.reshape(n, groups, cg * math.prod(kernel), -1), bias, out, acc)
             return
         taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
         if cg == 1 and groups == c and groups > 1:
-            _depthwise(taps, weight, bias, out, acc)
+            depthwise(taps, weight, bias, out, acc)
         elif cg >= 16 and taps.count > 1 and 4 * weight.size < n * c * taps.count * taps.length:
             # Large column matrices (many positions, few weights): no im2col copy of every tap.
             per_tap = kernels.reshape(groups, o // groups, cg, taps.count)
             if stride[-1] == 1 and taps.count > kernel[-1]:
-                _gemm_per_kernel_column(taps, per_tap, dilation[-1], bias, out, acc)
+                gemm_per_kernel_column(taps, per_tap, dilation[-1], bias, out, acc)
             else:
-                _gemm_per_tap(taps, per_tap, bias, out, acc)
+                gemm_per_tap(taps, per_tap, bias, out, acc)
         elif _rows_pay(taps.length, math.prod(size), o // groups):
             # im2col over whole rows: long contiguous copies; the columns between output rows
             # cost a little GEMM work and one extraction pass. Small weights take the bias as an
@@ -235,21 +230,6 @@ def _rows_pay(length: int, positions: int, outputs_per_group: int) -> bool:
     return length <= 1.25 * positions and outputs_per_group * (length - positions) <= 12 * positions
 
 
-def _patches(x, kernel, stride, size, acc) -> np.ndarray:
-    """The (N, C, *kernel, *size) columns of an unpadded, undilated convolution: tap ``k`` of the
-    window at ``p`` reads ``x[..., p * stride + k]``."""
-    spatial = x.strides[2:]
-    windows = np.lib.stride_tricks.as_strided(
-        x,
-        x.shape[:2] + tuple(kernel) + tuple(size),
-        x.strides[:2] + spatial + tuple(step * s for step, s in zip(spatial, stride)),
-        writeable=False,
-    )
-    columns = workspace("columns", windows.shape, acc)
-    np.copyto(columns, windows, casting="unsafe")
-    return columns
-
-
 def _bias(bias, dtype, acc):
     """``bias`` as ATen adds it to an integer convolution: a floating (or complex) bias is
     first cast to the output ``dtype`` (its real part truncated, via int64 for uint8 and int64
@@ -259,57 +239,6 @@ def _bias(bias, dtype, acc):
         return bias
     via = np.int64 if dtype in (np.int64, np.uint8) else np.int32
     return np.real(bias).astype(via).astype(acc)
-
-
-def _gemm_per_tap(taps: Taps, kernels, bias, out, acc) -> None:
-    """``out = sum over taps t of kernels[..., t] @ tap_t (+ bias)`` on whole rows: each tap's
-    (rows, length) run view is a strided matrix that BLAS reads in place."""
-    groups, og, cg, count = kernels.shape
-    n = out.shape[0]
-    per_tap = np.ascontiguousarray(np.moveaxis(kernels, 3, 0), dtype=acc)  # (taps, G, O/G, C/G)
-    _accumulate_products(
-        taps, [(per_tap[t], taps.flat(t).reshape(n, groups, cg, taps.length)) for t in range(count)], bias, out, acc
-    )
-
-
-def _gemm_per_kernel_column(taps: Taps, kernels, step: int, bias, out, acc) -> None:
-    """`_gemm_per_tap` with the taps of one kernel column stacked: with unit stride along the
-    last spatial dim, the taps of one kernel row differ by a shift of ``step`` (the dilation),
-    so one copy per kernel row, ``step * (width - 1)`` longer than a tap, serves its whole row.
-    Then one GEMM per kernel column over channels x kernel rows (a depth BLAS runs faster than
-    the channels alone), summed."""
-    groups, og, cg, count = kernels.shape
-    n, width = out.shape[0], taps.kernel[-1]
-    lines, reach = count // width, taps.length + step * (width - 1)
-    block = workspace("columns", (n, groups, cg, lines, reach), acc)
-    for line in range(lines):
-        block[:, :, :, line] = taps.flat(line * width, reach - taps.length).reshape(n, groups, cg, reach)
-    stacked = block.reshape(n, groups, cg * lines, reach)
-    per_column = np.moveaxis(kernels.reshape(groups, og, cg * lines, width), 3, 0)  # (width, G, O/G, C/G * lines)
-    per_column = np.ascontiguousarray(per_column, dtype=acc)
-    _accumulate_products(
-        taps, [(per_column[j], stacked[..., j * step : j * step + taps.length]) for j in range(width)], bias, out, acc
-    )
-
-
-def _accumulate_products(taps: Taps, pairs, bias, out, acc) -> None:
-    """``out = sum of a @ b over pairs (+ bias)``, each product (N, G, O/G, length) laid out
-    like a run of ``taps``."""
-    n, o = out.shape[:2]
-    product = partial = None
-    for a, b in pairs:
-        shape = b.shape[:2] + (a.shape[-2], b.shape[-1])
-        if product is None:
-            product, partial = workspace("product", shape, acc), workspace("blocks", shape, acc)
-            np.matmul(a, b, out=product)
-        else:
-            np.matmul(a, b, out=partial)
-            product += partial
-    grid = taps.grid(product.reshape(n * o, taps.length)).reshape(out.shape)
-    if bias is None:
-        write(out, grid)
-    else:
-        np.add(grid, bias.reshape((-1,) + (1,) * (out.ndim - 2)), out=out, dtype=acc, casting="unsafe")
 
 
 def _gemm(kernels, columns, bias, out, acc) -> None:
@@ -337,38 +266,6 @@ def im2col(x, kernel, stride, padding, dilation, size, acc, taps=None) -> np.nda
     for t in range(taps.count):
         columns[:, t] = taps.grid(taps.flat(t))
     return columns.reshape(x.shape[:2] + (taps.count,) + tuple(size))
-
-
-def _depthwise(taps: Taps, weight, bias, out, acc) -> None:
-    """``out[n, c*m + j] = bias + sum_t weight[c*m + j, 0, t] * tap_t[n, c]``, block by block:
-    the taps of a block of rows are copied into a (K + 1, rows, pitch) column array (the last
-    tap all ones, for the bias) and reduced by one batched matrix product per block."""
-    n, c = out.shape[0], taps.rows // out.shape[0]
-    m, k = weight.shape[0] // c, taps.count  # channel multiplier, taps
-    kernels = np.zeros((c, m, k + 1), acc)
-    kernels[:, :, :k] = weight.reshape(c, m, k)
-    if bias is not None:
-        kernels[:, :, k] = bias.reshape(c, m)
-    kernels = np.broadcast_to(kernels, (n, c, m, k + 1)).reshape(taps.rows, m, k + 1)
-    target = rows_view(out, (taps.rows, m) + taps.out_size) if out.dtype == acc else None
-    buffer = workspace("product", (taps.rows, m) + taps.out_size, acc) if target is None else target
-    blocks = row_blocks(taps.rows, (k + 1) * taps.pitch, 1 << 18)
-    size = blocks[0].stop
-    columns = workspace("columns", (k + 1, size, taps.pitch), acc)  # tap-major: each tap's run is contiguous
-    columns[k] = 1
-    result = workspace("blocks", (m, size, taps.pitch), acc)
-    length = taps.length
-    for rows in blocks:
-        r, run = rows.stop - rows.start, taps.run_length(rows)
-        for t in range(k):
-            columns[t].reshape(-1)[:run] = taps.run(t, rows)
-        np.matmul(
-            kernels[rows], columns[:, :r, :length].transpose(1, 0, 2), out=result[:, :r, :length].transpose(1, 0, 2)
-        )
-        for j in range(m):
-            buffer[rows, j] = taps.grid(result[j, :r])
-    if target is None:
-        write(out, buffer.reshape(out.shape))
 
 
 def conv_transposed(x, weight, bias, stride, padding, dilation, output_padding, groups, out) -> None:

@@ -1,0 +1,115 @@
+"""The column-matrix forms of a forward convolution that read the input in place or copy it
+in large runs (the general im2col paths stay in `convolution`):
+
+* `patches`: windows that do not overlap (stride >= kernel, no padding or dilation) are one
+  strided view of the input, copied once;
+* `gemm_per_tap`: one GEMM per kernel tap straight on the tap's strided `Taps` view, summed;
+* `gemm_per_kernel_column`: with unit stride along the last spatial dim, the taps of a kernel
+  row are shifts of one copy; one GEMM per kernel column over channels x kernel rows;
+* `depthwise`: one input channel per group, a batched matrix-vector product per block of rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.kernels.portable.common import write
+from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, workspace
+
+__all__ = ["patches", "gemm_per_tap", "gemm_per_kernel_column", "depthwise"]
+
+
+def patches(x, kernel, stride, size, acc) -> np.ndarray:
+    """The (N, C, *kernel, *size) columns of an unpadded, undilated convolution: tap ``k`` of the
+    window at ``p`` reads ``x[..., p * stride + k]``."""
+    spatial = x.strides[2:]
+    windows = np.lib.stride_tricks.as_strided(
+        x,
+        x.shape[:2] + tuple(kernel) + tuple(size),
+        x.strides[:2] + spatial + tuple(step * s for step, s in zip(spatial, stride)),
+        writeable=False,
+    )
+    columns = workspace("columns", windows.shape, acc)
+    np.copyto(columns, windows, casting="unsafe")
+    return columns
+
+
+def gemm_per_tap(taps: Taps, kernels, bias, out, acc) -> None:
+    """``out = sum over taps t of kernels[..., t] @ tap_t (+ bias)`` on whole rows: each tap's
+    (rows, length) run view is a strided matrix that BLAS reads in place."""
+    groups, og, cg, count = kernels.shape
+    n = out.shape[0]
+    per_tap = np.ascontiguousarray(np.moveaxis(kernels, 3, 0), dtype=acc)  # (taps, G, O/G, C/G)
+    _accumulate_products(
+        taps, [(per_tap[t], taps.flat(t).reshape(n, groups, cg, taps.length)) for t in range(count)], bias, out, acc
+    )
+
+
+def gemm_per_kernel_column(taps: Taps, kernels, step: int, bias, out, acc) -> None:
+    """`gemm_per_tap` with the taps of one kernel column stacked: with unit stride along the
+    last spatial dim, the taps of one kernel row differ by a shift of ``step`` (the dilation),
+    so one copy per kernel row, ``step * (width - 1)`` longer than a tap, serves its whole row.
+    Then one GEMM per kernel column over channels x kernel rows (a depth BLAS runs faster than
+    the channels alone), summed."""
+    groups, og, cg, count = kernels.shape
+    n, width = out.shape[0], taps.kernel[-1]
+    lines, reach = count // width, taps.length + step * (width - 1)
+    block = workspace("columns", (n, groups, cg, lines, reach), acc)
+    for line in range(lines):
+        block[:, :, :, line] = taps.flat(line * width, reach - taps.length).reshape(n, groups, cg, reach)
+    stacked = block.reshape(n, groups, cg * lines, reach)
+    per_column = np.moveaxis(kernels.reshape(groups, og, cg * lines, width), 3, 0)  # (width, G, O/G, C/G * lines)
+    per_column = np.ascontiguousarray(per_column, dtype=acc)
+    _accumulate_products(
+        taps, [(per_column[j], stacked[..., j * step : j * step + taps.length]) for j in range(width)], bias, out, acc
+    )
+
+
+def _accumulate_products(taps: Taps, pairs, bias, out, acc) -> None:
+    """``out = sum of a @ b over pairs (+ bias)``, each product (N, G, O/G, length) laid out
+    like a run of ``taps``."""
+    n, o = out.shape[:2]
+    (a, b), *rest = pairs
+    shape = b.shape[:2] + (a.shape[-2], b.shape[-1])
+    product, partial = workspace("product", shape, acc), workspace("blocks", shape, acc)
+    np.matmul(a, b, out=product)
+    for a, b in rest:
+        np.matmul(a, b, out=partial)
+        product += partial
+    grid = taps.grid(product.reshape(n * o, taps.length)).reshape(out.shape)
+    if bias is None:
+        write(out, grid)
+    else:
+        np.add(grid, bias.reshape((-1,) + (1,) * (out.ndim - 2)), out=out, dtype=acc, casting="unsafe")
+
+
+def depthwise(taps: Taps, weight, bias, out, acc) -> None:
+    """``out[n, c*m + j] = bias + sum_t weight[c*m + j, 0, t] * tap_t[n, c]``, block by block:
+    the taps of a block of rows are copied into a (K + 1, rows, pitch) column array (the last
+    tap all ones, for the bias) and reduced by one batched matrix product per block."""
+    n, c = out.shape[0], taps.rows // out.shape[0]
+    m, k = weight.shape[0] // c, taps.count  # channel multiplier, taps
+    kernels = np.zeros((c, m, k + 1), acc)
+    kernels[:, :, :k] = weight.reshape(c, m, k)
+    if bias is not None:
+        kernels[:, :, k] = bias.reshape(c, m)
+    kernels = np.broadcast_to(kernels, (n, c, m, k + 1)).reshape(taps.rows, m, k + 1)
+    target = rows_view(out, (taps.rows, m) + taps.out_size) if out.dtype == acc else None
+    buffer = workspace("product", (taps.rows, m) + taps.out_size, acc) if target is None else target
+    blocks = row_blocks(taps.rows, (k + 1) * taps.pitch, 1 << 18)
+    size = blocks[0].stop
+    columns = workspace("columns", (k + 1, size, taps.pitch), acc)  # tap-major: each tap's run is contiguous
+    columns[k] = 1
+    result = workspace("blocks", (m, size, taps.pitch), acc)
+    length = taps.length
+    for rows in blocks:
+        r, run = rows.stop - rows.start, taps.run_length(rows)
+        for t in range(k):
+            columns[t].reshape(-1)[:run] = taps.run(t, rows)
+        np.matmul(
+            kernels[rows], columns[:, :r, :length].transpose(1, 0, 2), out=result[:, :r, :length].transpose(1, 0, 2)
+        )
+        for j in range(m):
+            buffer[rows, j] = taps.grid(result[j, :r])
+    if target is None:
+        write(out, buffer.reshape(out.shape))
