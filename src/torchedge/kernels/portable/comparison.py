@@ -79,9 +79,9 @@ def _plain_bound(value) -> bool:
 
 def fast_clamp(self, min, max, out) -> bool:
     """clamp of a float32/float64 array by number bounds into an out of its dtype, in one
-    pass (`clamp_by_numbers`); False (nothing written) where the general path is needed. A zero bound can
-    turn -0.0 into +0.0 in NumPy's min/max: then an input holding zeros takes the general
-    path (checked before anything is written, as out may be self's memory)."""
+    pass (`clamp_by_numbers`); False (nothing written) where the general path is needed. A
+    zero bound can turn -0.0 into +0.0 in NumPy's min/max: then an input holding zeros takes
+    the general path (checked before anything is written, as out may be self's memory)."""
     dtype = self.dtype
     if not (
         dtype in _FAST_FLOATS

@@ -23,7 +23,13 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, result_type
 from torchedge.kernels.portable import windows
 from torchedge.kernels.portable.common import check, pair, quiet, write
-from torchedge.kernels.portable.convolution_columns import depthwise, gemm_per_kernel_column, gemm_per_tap, patches
+from torchedge.kernels.portable.convolution_columns import (
+    depthwise,
+    gemm_per_kernel_column,
+    gemm_per_tap,
+    patches,
+    windows_apart,
+)
 from torchedge.kernels.portable.windows import Taps, rows_view, scatter_taps, workspace
 from torchedge.kernels.registry import register_kernel
 
@@ -179,10 +185,9 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
         if pointwise and x.dtype == acc:  # the input itself is the column matrix
             _gemm(kernels, x.reshape(n, groups, cg, -1), bias, out, acc)
             return
-        if not any(padding) and not any(after) and all(d == 1 and s >= k for d, s, k in zip(dilation, stride, kernel)):
-            # Windows that do not overlap (a ViT's patch embedding, a strided 1x1): the column
-            # matrix is one strided view of the input, copied in one pass.
-            columns = patches(x, kernel, stride, size, acc)
+        if windows_apart(x.shape[2:], kernel, stride, padding, dilation, size):
+            # A ViT's patch embedding, a strided 1x1: im2col is one strided copy of the input.
+            columns = im2col(x, kernel, stride, padding, dilation, size, acc)
             _gemm(kernels, columns.reshape(n, groups, cg * math.prod(kernel), -1), bias, out, acc)
             return
         taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
@@ -261,6 +266,8 @@ def _add_bias(buf, bias) -> None:
 
 def im2col(x, kernel, stride, padding, dilation, size, acc, taps=None) -> np.ndarray:
     """The (N, C, K, *size) column array of ``x`` (N, C, *S): tap t of every output window."""
+    if taps is None and windows_apart(x.shape[2:], kernel, stride, padding, dilation, size):
+        return patches(x, kernel, stride, size, acc).reshape(x.shape[:2] + (math.prod(kernel),) + tuple(size))
     taps = taps or Taps(x, kernel, stride, padding, dilation, size, 0, acc)
     columns = workspace("columns", (taps.rows, taps.count) + tuple(size), acc)
     for t in range(taps.count):

@@ -1,8 +1,8 @@
 """The column-matrix forms of a forward convolution that read the input in place or copy it
 in large runs (the general im2col paths stay in `convolution`):
 
-* `patches`: windows that do not overlap (stride >= kernel, no padding or dilation) are one
-  strided view of the input, copied once;
+* `patches`: windows that do not overlap (stride >= kernel, no padding or dilation,
+  `windows_apart`) are one strided view of the input, copied once;
 * `gemm_per_tap`: one GEMM per kernel tap straight on the tap's strided `Taps` view, summed;
 * `gemm_per_kernel_column`: with unit stride along the last spatial dim, the taps of a kernel
   row are shifts of one copy; one GEMM per kernel column over channels x kernel rows;
@@ -16,7 +16,15 @@ import numpy as np
 from torchedge.kernels.portable.common import write
 from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, workspace
 
-__all__ = ["patches", "gemm_per_tap", "gemm_per_kernel_column", "depthwise"]
+__all__ = ["windows_apart", "patches", "gemm_per_tap", "gemm_per_kernel_column", "depthwise"]
+
+
+def windows_apart(spatial, kernel, stride, padding, dilation, size) -> bool:
+    """Whether the ``size`` windows over an input of ``spatial`` size lie inside it, unpadded and
+    undilated, with no two overlapping (stride >= kernel): then `patches` holds their taps."""
+    return not any(padding) and all(
+        d == 1 and s >= k and (o - 1) * s + k <= n for n, k, s, d, o in zip(spatial, kernel, stride, dilation, size)
+    )
 
 
 def patches(x, kernel, stride, size, acc) -> np.ndarray:
