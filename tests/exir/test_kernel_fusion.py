@@ -32,6 +32,23 @@ class Attention(nn.Module):
         return y.transpose(1, 2).reshape(1, 10, 32)
 
 
+class HeadsAttention(nn.Module):
+    """Attention as Hugging Face blocks write it: a projection each for q, k and v, moved to
+    (batch, heads, tokens, width) by a view and a transpose, and moved back after."""
+
+    def __init__(self, mask=False, shared_key=False):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(32, 32), nn.Linear(32, 32), nn.Linear(32, 32)
+        self.mask, self.shared_key = mask, shared_key
+        self.register_buffer("bias", torch.randn(1, 4, 10, 10))
+
+    def forward(self, x):
+        q, k, v = (proj(x).view(1, 10, 4, 8).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.bias if self.mask else None)
+        y = y.transpose(1, 2).reshape(1, 10, 32)
+        return y + k.sum() if self.shared_key else y  # the moved keys read twice: no interleaved kernel
+
+
 class ConvBlock(nn.Module):
     """TF-style "same" padding (more zeros after than before), conv, batch norm, relu6; then a plain
     conv with bias and relu, and one with nothing after it."""
@@ -82,6 +99,9 @@ CASES = {
     "attention": (lambda: Attention(), "torchedge_fused::attention.out", 1),
     "attention-causal": (lambda: Attention(causal=True), "torchedge_fused::attention.out", 1),
     "attention-mask": (lambda: Attention(mask=True), "torchedge_fused::attention.out", 1),
+    "attention-interleaved": (lambda: HeadsAttention(), "torchedge_fused::attention_interleaved.out", 1),
+    "attention-interleaved-mask": (lambda: HeadsAttention(mask=True), "torchedge_fused::attention_interleaved.out", 1),
+    "attention-key-read-twice": (lambda: HeadsAttention(shared_key=True), "torchedge_fused::attention.out", 1),
     "conv": (lambda: ConvBlock(), "torchedge_fused::conv_bn_act.out", 3),
 }
 
@@ -175,6 +195,11 @@ def test_fused_operators_have_functional_and_out_schemas():
     out = torch.empty(2, 5, 4)
     torch.ops.torchedge_fused.attention.out(q, k, v, None, 0.5, out=out)
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+    # interleaved: (batch, tokens, heads, width)
+    q, k, v = (torch.randn(1, 5, 2, 4) for _ in range(3))
+    ref = torch.softmax(q.transpose(1, 2) @ k.permute(0, 2, 3, 1) * 0.5, -1) @ v.transpose(1, 2)
+    got = ops["attention_interleaved"](q, k, v, None, 0.5)
+    np.testing.assert_allclose(got.numpy(), ref.transpose(1, 2).numpy(), rtol=1e-5, atol=1e-6)
 
 
 class Recurrent(nn.Module):

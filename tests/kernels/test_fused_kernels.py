@@ -37,6 +37,12 @@ def _sdpa_decomposition(q, k, v, mask, scale):
     return torch.where(torch.isneginf(scores).all(-1, keepdim=True), torch.zeros_like(probs), probs) @ v
 
 
+def _interleaved_reference(q, k, v, mask, scale):
+    """The decomposition on (..., S, H, D) tensors: heads moved before the tokens and back."""
+    heads_first = (t.transpose(-3, -2) for t in (q, k, v))
+    return _sdpa_decomposition(*heads_first, mask, scale).transpose(-3, -2)
+
+
 def _attention_cases():
     for dtype in [F32, F64]:
         q, k, v = rand(1, 4, 16, 8, dtype=dtype), rand(1, 4, 16, 8, dtype=dtype), rand(1, 4, 16, 8, dtype=dtype)
@@ -59,6 +65,43 @@ def _attention_cases():
         (rand(2, 3, 5, 4), rand(2, 3, 7, 4), rand(2, 3, 7, 6), mask, 0.5),
         id="attention-shapes",
     ).param()
+    # long enough that the kernel takes the heads a chunk at a time: a mask shared by the heads,
+    # one query masked out in every head. Each output sums 400 weighted values: rounding
+    # differences of a few 1e-7 of the values' magnitude are expected, hence the atol.
+    mask = rand(1, 1, 300, 400)
+    mask[..., 7, :] = -math.inf
+    unit = {"low": -1.0, "high": 1.0}
+    yield Case(
+        "torchedge_fused::attention.out",
+        _sdpa_decomposition,
+        (rand(2, 3, 300, 8, **unit), rand(2, 3, 400, 8, **unit), rand(2, 3, 400, 5, **unit), mask, 0.3),
+        atol=1e-5,
+        id="attention-chunked-heads",
+    ).param()
+    # the interleaved layout (..., S, H, D): lengths, widths and batch dims that differ, a masked
+    # out query, heads taken a chunk at a time
+    mask = rand(2, 3, 5, 7)
+    mask[1, 2, 4] = -math.inf
+    for dtype in [F32, F64]:
+        yield Case(
+            "torchedge_fused::attention_interleaved.out",
+            _interleaved_reference,
+            (rand(2, 5, 3, 4, dtype=dtype), rand(2, 7, 3, 4, dtype=dtype), rand(2, 7, 3, 6, dtype=dtype), mask, 0.5),
+            id=f"attention-interleaved-{dtype}",
+        ).param()
+    yield Case(
+        "torchedge_fused::attention_interleaved.out",
+        _interleaved_reference,
+        (rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), None, 1.0),
+        id="attention-interleaved-batch-dims",
+    ).param()
+    yield Case(
+        "torchedge_fused::attention_interleaved.out",
+        _interleaved_reference,
+        (rand(1, 300, 3, 8, **unit), rand(1, 400, 3, 8, **unit), rand(1, 400, 3, 5, **unit), None, 0.3),
+        atol=1e-5,
+        id="attention-interleaved-chunked-heads",
+    ).param()
     yield Case(
         "torchedge_fused::attention.out",
         _sdpa_decomposition,
@@ -77,6 +120,38 @@ def test_attention(case):
             _kernel(case.op)(*args, np.empty(args[0].shape, np.float16))
         return
     run_case(case)
+
+
+def test_attention_without_keys_gives_zeros():
+    # every query's scores are empty, so all masked out: the safe softmax gives zeros
+    q, k, v = rand(2, 3, 4), rand(2, 0, 4), rand(2, 0, 5)
+    out = np.full((2, 3, 5), np.nan, np.float32)
+    _kernel("torchedge_fused::attention.out")(*(to_numpy(t) for t in (q, k, v)), None, 1.0, out)
+    np.testing.assert_array_equal(out, to_numpy(_sdpa_decomposition(q, k, v, None, 1.0)))
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        ((2, 5, 3, 4), (2, 7, 2, 4), (2, 7, 2, 4)),
+        ((2, 5, 3, 4), (2, 7, 3, 4), (2, 6, 3, 4)),
+        ((5, 3, 4),) * 2 + ((5, 4),),
+    ],
+)
+def test_interleaved_attention_refuses_shapes_that_do_not_match(shapes):
+    from torchedge.errors import KernelError
+
+    q, k, v = (np.zeros(shape, np.float32) for shape in shapes)
+    with pytest.raises(KernelError, match="shapes do not match"):
+        _kernel("torchedge_fused::attention_interleaved.out")(q, k, v, None, 1.0, np.empty_like(q))
+
+
+def test_attention_refuses_a_mask_that_does_not_broadcast():
+    from torchedge.errors import KernelError
+
+    q = to_numpy(rand(2, 3, 4))
+    with pytest.raises(KernelError, match="does not broadcast"):
+        _kernel("torchedge_fused::attention.out")(q, q, q, np.zeros((3, 2), np.float32), 1.0, np.empty_like(q))
 
 
 # -- convolution + batch norm + activation -------------------------------------------------------------

@@ -15,6 +15,7 @@ NAMESPACE = "torchedge_fused"
 
 _SCHEMAS = {
     "attention": "(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale)",
+    "attention_interleaved": "(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale)",
     "conv_bn_act": "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] padding_after, "
     "int[] dilation, int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor? bn_mean, "
     "Tensor? bn_var, float eps, str activation, float low, float high)",
@@ -45,6 +46,14 @@ def _attention(query, key, value, mask, scale):
     weights = torch.softmax(scores, -1)
     weights = torch.where(torch.isneginf(scores).all(-1, keepdim=True), 0.0, weights)
     return weights @ value
+
+
+def _attention_interleaved(query, key, value, mask, scale):
+    """`_attention` on (..., S, H, D) tensors, the heads side by side in each token's features
+    (the layout of the projections): the result is (..., Sq, H, Dv); the mask is laid out as
+    for `_attention`, (..., H, Sq, Sk)."""
+    heads_first = (t.transpose(-3, -2) for t in (query, key, value))
+    return _attention(*heads_first, mask, scale).transpose(-3, -2)
 
 
 def _conv_bn_act(
@@ -118,6 +127,7 @@ def _gru_cell(input_gates, hidden_gates, hidden, weight, step):
 
 _IMPLEMENTATIONS = {
     "attention": _attention,
+    "attention_interleaved": _attention_interleaved,
     "conv_bn_act": _conv_bn_act,
     "linear_act": _linear_act,
     "lstm_cell": _lstm_cell,

@@ -14,7 +14,10 @@ default, where they pay:
 * **attention**: the math decomposition of ``scaled_dot_product_attention`` (scale q and kᵀ,
   expand, bmm, add the mask, softmax, the safe-softmax masking of fully masked rows, expand,
   bmm: about 17 instructions and as many intermediate tensors) becomes
-  ``torchedge_fused::attention(q, k, v, mask, scale)``.
+  ``torchedge_fused::attention(q, k, v, mask, scale)``; where q, k and v come from (..., S, H, D)
+  projections through permutes only it reads, and its result goes straight back the same way
+  (once the copies fusion has collapsed the chains there), ``attention_interleaved`` reads and
+  writes that layout in place and the four copies go.
 * **conv_bn_act**: ``constant_pad_nd`` (zeros) before, an inference batch norm and a ``relu``
   or ``hardtanh`` after a convolution fold into ``torchedge_fused::conv_bn_act``: the batch
   norm into the weights and bias (computed once per constant weight), the padding into the
@@ -44,7 +47,7 @@ import torch
 
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.collapse_copies import COPIES, collapse_copies
-from torchedge.exir.passes.fuse_attention import fuse_attention
+from torchedge.exir.passes.fuse_attention import fuse_attention, interleave_heads
 from torchedge.exir.passes.fuse_conv import fuse_conv
 from torchedge.exir.passes.fuse_linear import LINEAR_ACTIVATIONS, fuse_linear
 from torchedge.exir.passes.fuse_recurrent import RECURRENT_SPLITS, fuse_recurrent
@@ -95,6 +98,9 @@ class FuseKernelsPass(PassBase):
                 modified |= fuse_recurrent(graph, node, ops)
             elif self.copies and node.target in COPIES:
                 modified |= collapse_copies(graph, node)
+        for node in list(graph.nodes):
+            if self.attention and not node._erased and node.target is ops["attention"]:
+                modified |= interleave_heads(graph, node, ops)
         if modified:
             graph.lint()
         return PassResult(graph_module, modified)

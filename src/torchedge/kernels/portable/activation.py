@@ -145,11 +145,13 @@ def logit(self, eps, out):
 
 # GELU as x * (1/2 + xc * P(xc²) / Q(xc²)) with xc = clip(x, ±4√2): the float32 erf's rational
 # with u = x/√2 folded into its coefficients (u² = x²/2) and the factor 1/(2√2) into P's, so a
-# block costs the rational plus two passes, and x·(1/2 + ...) cannot overflow for huge x.
+# block costs the rational plus two passes. The ratio is clipped to ±1/2: far below -4√2 the
+# result is exactly 0 (not x times an ulp), far above exactly x, and it cannot overflow.
 _GELU32 = ErfRational(
     [float(c) * 0.5**k / (2 * math.sqrt(2)) for k, c in enumerate(_P32)],
     [float(c) * 0.5**k for k, c in enumerate(_Q32)],
     4 * math.sqrt(2),
+    0.5,
 )
 
 

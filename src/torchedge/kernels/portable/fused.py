@@ -33,7 +33,7 @@ from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["NAMESPACE", "attention", "conv_bn_act", "linear_act", "ACTIVATIONS", "check_float"]
+__all__ = ["NAMESPACE", "attention", "attention_interleaved", "conv_bn_act", "linear_act", "ACTIVATIONS", "check_float"]
 
 NAMESPACE = "torchedge_fused"
 ACTIVATIONS = ("none", "relu", "hardtanh", "gelu", "silu")
@@ -53,75 +53,121 @@ def check_float(op: str, *arrays) -> np.dtype:
 # -- attention ---------------------------------------------------------------------------
 
 
-def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
-    """(..., Sq, D) queries against (..., Sk, D) keys weigh (..., Sk, Dv) values: (..., Sq, Dv)."""
+def _attention_dims(op: str, query, key, value, interleaved: bool) -> tuple:
+    """Check the shapes of (..., S, D) queries, keys and values, or interleaved (..., S, H, D)
+    ones; return (batch, sq, sk, d, dv) with the heads in the batch dims."""
     q, k, v = query.shape, key.shape, value.shape
+    lead = 3 if interleaved else 2  # dims after the batch: (S, H, D) or (S, D)
     check(
-        len(q) >= 2
+        len(q) >= lead
         and len(k) == len(q)
         and len(v) == len(q)
-        and k[:-2] == q[:-2]
-        and v[:-2] == q[:-2]
+        and k[:-lead] == q[:-lead]
+        and v[:-lead] == q[:-lead]
         and k[-1] == q[-1]
-        and v[-2] == k[-2],
+        and v[-lead] == k[-lead]
+        and (not interleaved or k[-2] == q[-2] == v[-2]),
         op,
         f"shapes do not match: query {list(q)}, key {list(k)}, value {list(v)}",
     )
-    return [q[:-1] + v[-1:]]
+    batch = q[:-3] + q[-2:-1] if interleaved else q[:-2]
+    return batch, q[-lead], k[-lead], q[-1], v[-1]
+
+
+def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
+    """(..., Sq, D) queries against (..., Sk, D) keys weigh (..., Sk, Dv) values: (..., Sq, Dv)."""
+    _attention_dims(op, query, key, value, False)
+    return [query.shape[:-1] + value.shape[-1:]]
+
+
+def _interleaved_attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
+    """(..., Sq, H, D) queries, (..., Sk, H, D) keys and (..., Sk, H, Dv) values: (..., Sq, H, Dv)."""
+    _attention_dims(op, query, key, value, True)
+    return [query.shape[:-1] + value.shape[-1:]]
 
 
 @register_kernel("torchedge_fused::attention.out", shape=_attention_shape)
 def attention(query, key, value, mask, scale, out):
-    op = f"{NAMESPACE}::attention.out"
+    _attention(f"{NAMESPACE}::attention.out", query, key, value, mask, scale, out, interleaved=False)
+
+
+@register_kernel("torchedge_fused::attention_interleaved.out", shape=_interleaved_attention_shape)
+def attention_interleaved(query, key, value, mask, scale, out):
+    """`attention` on (..., S, H, D) tensors (each token's heads side by side, as the projections
+    lay them out) into a (..., Sq, H, Dv) ``out``; the mask broadcasts to (..., H, Sq, Sk)."""
+    _attention(f"{NAMESPACE}::attention_interleaved.out", query, key, value, mask, scale, out, interleaved=True)
+
+
+def _heads_first(x: np.ndarray, heads: int, interleaved: bool) -> np.ndarray:
+    """A (B, H, S, D) view (or copy, for a tensor that does not reshape in place) of ``x``."""
+    if interleaved:
+        return x.reshape(-1, x.shape[-3], heads, x.shape[-1]).transpose(0, 2, 1, 3)
+    return x.reshape(1, -1, x.shape[-2], x.shape[-1])
+
+
+def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) -> None:
     dtype = check_float(op, query, key, value, out)
-    check(
-        query.ndim >= 2 and key.ndim == query.ndim and value.ndim == query.ndim,
-        op,
-        f"expects query, key and value of one rank >= 2, got {list(query.shape)}, {list(key.shape)}, "
-        f"{list(value.shape)}",
-    )
-    *batch, sq, d = query.shape
-    sk, dv = key.shape[-2], value.shape[-1]
-    check(
-        tuple(key.shape) == (*batch, sk, d)
-        and tuple(value.shape) == (*batch, sk, dv)
-        and tuple(out.shape) == (*batch, sq, dv),
-        op,
-        f"shapes do not match: query {list(query.shape)}, key {list(key.shape)}, value {list(value.shape)}, "
-        f"out {list(out.shape)}",
-    )
+    batch, sq, sk, d, dv = _attention_dims(op, query, key, value, interleaved)
+    expected = query.shape[:-1] + value.shape[-1:]
+    check(tuple(out.shape) == expected, op, f"out has shape {list(out.shape)}, expected {list(expected)}")
     if out.size == 0:
         return
-    b = math.prod(batch)
-    # Scores are laid out transposed, (b, sk, sq): each query's softmax runs down a column, so
-    # the max, the shift and the sum work on whole contiguous rows (NumPy's fast loops)
-    # instead of broadcasting a number per row. The sum is taken before the product with the
-    # values and divides the (sq, dv) result, not the (sq, sk) weights.
-    scores = workspace("attention", (b, sk, sq), dtype)
+    if sk == 0:  # no keys: every query's scores are empty, all masked out (safe softmax: zeros)
+        out[...] = 0
+        return
+    heads = query.shape[-2] if interleaved else math.prod(batch)
+    queries, keys, values = (_heads_first(x, heads, interleaved) for x in (query, key, value))
+    masks = None
+    if mask is not None:
+        shape = (*batch, sq, sk)
+        check(
+            mask.ndim <= len(shape) and all(m in (1, n) for m, n in zip(mask.shape[::-1], shape[::-1])),
+            op,
+            f"mask of shape {list(mask.shape)} does not broadcast to the scores' shape {list(shape)}",
+        )
+        masks = np.broadcast_to(mask, shape).reshape(queries.shape[:2] + (sq, sk))
+    direct = out.flags.c_contiguous
+    target = out if direct else np.empty(out.shape, dtype)
+    results = _heads_first(target, heads, interleaved)
+    # A few heads at a time, so that their scores stay in the L2 cache from the product with the
+    # keys to the product with the values (and long sequences never hold every head's scores).
+    step = max(1, _SCORES_PER_CHUNK // (sq * sk))
     with quiet():
-        queries = query.reshape(b, sq, d)
-        if scale != 1:  # scaled before the product: d values per query instead of sk scores
-            queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
-        np.matmul(key.reshape(b, sk, d), queries.transpose(0, 2, 1), out=scores)
-        if mask is not None:
-            grid = scores.reshape((*batch, sk, sq))
-            np.add(grid, np.swapaxes(np.atleast_2d(mask), -1, -2), out=grid, dtype=dtype, casting="unsafe")
-        peak = np.maximum.reduce(scores, axis=1, keepdims=True)
-        empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
-        masked_rows = bool(empty.any())
-        if masked_rows:
-            peak[empty] = 0
-        scores -= peak
-        np.exp(scores, out=scores)
-        total = np.add.reduce(scores, axis=1, keepdims=True).reshape(b, sq, 1)
-        direct = out.flags.c_contiguous
-        target = out.reshape(b, sq, dv) if direct else np.empty((b, sq, dv), dtype)
-        np.matmul(scores.transpose(0, 2, 1), value.reshape(b, sk, dv), out=target)
-        target /= total
-        if masked_rows:
-            target[empty.reshape(b, sq)] = 0
+        for b in range(queries.shape[0]):
+            for first in range(0, heads, step):
+                h = slice(first, min(first + step, heads))
+                chunk_mask = None if masks is None else masks[b, h]
+                _attend(queries[b, h], keys[b, h], values[b, h], chunk_mask, scale, results[b, h])
     if not direct:
-        write(out, target.reshape(out.shape))
+        write(out, target)
+
+
+_SCORES_PER_CHUNK = 1 << 17  # 512 KiB of float32 scores
+
+
+def _attend(queries, keys, values, mask, scale, out) -> None:
+    """One chunk of heads: (h, sq, d) queries, (h, sk, d) keys, (h, sk, dv) values into (h, sq, dv)
+    ``out``. The softmax's sum divides the (sq, dv) result instead of the (sq, sk) weights."""
+    dtype = queries.dtype
+    h, sq, _ = queries.shape
+    scores = workspace("attention", (h, sq, keys.shape[1]), dtype)
+    if scale != 1:  # scaled before the product: d values per query instead of sk scores
+        queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
+    np.matmul(queries, keys.transpose(0, 2, 1), out=scores)
+    if mask is not None:
+        np.add(scores, mask, out=scores, dtype=dtype, casting="unsafe")
+    peak = np.maximum.reduce(scores, axis=2, keepdims=True)
+    empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
+    masked_rows = bool(empty.any())
+    if masked_rows:
+        peak[empty] = 0
+    scores -= peak
+    np.exp(scores, out=scores)
+    total = np.add.reduce(scores, axis=2, keepdims=True)
+    np.matmul(scores, values, out=out)
+    out /= total
+    if masked_rows:
+        out[empty[..., 0]] = 0
 
 
 # -- convolution + batch norm + activation -------------------------------------------------
