@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import statistics
 
 # Start every native library at one thread before any of them starts its pool; a benchmark that
 # wants more asks for it (torch.set_num_threads, the torchedge runtime's num_threads).
@@ -15,6 +16,13 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEX
     os.environ[var] = "1"
 
 from torchedge.devtools.timing import time_calls  # noqa: E402
+
+
+def paired_ratio(a, b) -> float:
+    """The median over rounds of ``a``'s time over ``b``'s in the same round (two `Timing`s from
+    one `time_calls`): on a machine whose speed drifts from one minute to the next, each round's
+    pair ran seconds apart, where separate medians may come from different phases."""
+    return statistics.median(x / y for x, y in zip(a.samples, b.samples))
 
 
 def median_seconds(fn, repeat: int, warmup: int = 1) -> float:

@@ -1,10 +1,11 @@
 """Spine models: torchedge vs PyTorch eager vs the real ExecuTorch (portable), in one run.
 
-Prints latency (sides timed in alternating rounds; one thread unless --threads: torchedge's
-kernels and eager get that many, ExecuTorch's portable kernels run on one) of the default
-program (runs on ExecuTorch too) and of the one with torchedge's fused kernels
-(``fuse_kernels=True``), ratios, planned memory bytes and `.pte` sizes. ``--load N`` keeps N
-other processes busy meanwhile (a machine someone else is using).
+Prints latency (medians; sides timed in alternating rounds, each ratio the median of the
+rounds' ratios; one thread unless --threads: torchedge's kernels and eager get that many,
+ExecuTorch's portable kernels run on one) of the default program (runs on ExecuTorch too) and
+of the one with torchedge's fused kernels (``fuse_kernels=True``), ratios, planned memory bytes
+and `.pte` sizes. ``--load N`` keeps N other processes busy meanwhile (a machine someone else
+is using).
 Usage: python benchmarks/models.py [model ...] [--repeat ROUNDS] [--threads N] [--load N]
 """
 
@@ -41,7 +42,7 @@ def bench(name: str, repeat: int, threads: int) -> list:
     np_inputs = [t.numpy() for t in inputs]
     et_method = ETRuntime.get().load_program(theirs.buffer).load_method("forward")
 
-    t = _common.interleaved_seconds(
+    timings = _common.time_calls(
         {
             "ours": lambda: method.execute(np_inputs),
             "fused": lambda: fused_method.execute(np_inputs),
@@ -49,8 +50,10 @@ def bench(name: str, repeat: int, threads: int) -> list:
             "et": lambda: et_method.execute(list(inputs)),
         },
         repeat,
+        batch_seconds=0.005,
     )
-    t_ours, t_fused, t_eager, t_et = t["ours"], t["fused"], t["eager"], t["et"]
+    t_ours, t_fused, t_eager, t_et = (timings[side].p50 for side in ("ours", "fused", "eager", "et"))
+    ratio = _common.paired_ratio
 
     ours_mem = sum(ours.program.execution_plan[0].non_const_buffer_sizes)
     et_mem = sum(theirs.executorch_program.execution_plan[0].non_const_buffer_sizes)
@@ -65,9 +68,9 @@ def bench(name: str, repeat: int, threads: int) -> list:
         f"{t_fused * 1e3:.2f}",
         f"{t_eager * 1e3:.2f}",
         f"{t_et * 1e3:.2f}",
-        f"{t_ours / t_eager:.2f}",
-        f"{t_fused / t_eager:.2f}",
-        f"{t_ours / t_et:.3f}",
+        f"{ratio(timings['ours'], timings['eager']):.2f}",
+        f"{ratio(timings['fused'], timings['eager']):.2f}",
+        f"{ratio(timings['ours'], timings['et']):.3f}",
         f"{ours_mem:,}",
         f"{et_mem:,}",
         f"{ours_mem / et_mem:.2f}",
