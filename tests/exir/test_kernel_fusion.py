@@ -117,11 +117,11 @@ def test_fused_program_matches_eager(name):
     assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
 
 
-def test_linear_fusion_is_opt_in():
+def test_linear_fusion_can_be_switched_off():
     torch.manual_seed(0)
     model, inputs = Mlp().eval(), (torch.randn(5, 16),)
-    assert not _fused_ops(_compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()])))
-    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass(linear=True)]))
+    assert not _fused_ops(_compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass(linear=False)])))
+    program = _compile(model, inputs, ExecutorchBackendConfig(passes=[FuseKernelsPass()]))
     assert _fused_ops(program) == {"torchedge_fused::linear_act.out": 2}  # gelu, and silu as x * sigmoid(x)
     assert_matches(_run(program, inputs), torch_outputs(model, inputs), tol=1e-5)
 
