@@ -6,7 +6,8 @@ in large runs (the general im2col paths stay in `convolution`):
 * `gemm_per_tap`: one GEMM per kernel tap straight on the tap's strided `Taps` view, summed;
 * `gemm_per_kernel_column`: with unit stride along the last spatial dim, the taps of a kernel
   row are shifts of one copy; one GEMM per kernel column over channels x kernel rows;
-* `depthwise`: one input channel per group, a batched matrix-vector product per block of rows.
+* `depthwise`: one input channel per group, tap by tap on large planes, else a batched
+  matrix-vector product per block of rows.
 """
 
 from __future__ import annotations
@@ -91,10 +92,51 @@ def _accumulate_products(taps: Taps, pairs, bias, out, acc) -> None:
         np.add(grid, bias.reshape((-1,) + (1,) * (out.ndim - 2)), out=out, dtype=acc, casting="unsafe")
 
 
+_TAP_BY_TAP_LENGTH = 2048  # planes with runs at least this long are summed tap by tap
+_TAP_BY_TAP_BLOCK = 1 << 19  # elements of a block of rows' running sum (fewer calls beat L2 reuse)
+
+
 def depthwise(taps: Taps, weight, bias, out, acc) -> None:
-    """``out[n, c*m + j] = bias + sum_t weight[c*m + j, 0, t] * tap_t[n, c]``, block by block:
-    the taps of a block of rows are copied into a (K + 1, rows, pitch) column array (the last
-    tap all ones, for the bias) and reduced by one batched matrix product per block."""
+    """``out[n, c*m + j] = bias + sum_t weight[c*m + j, 0, t] * tap_t[n, c]``: tap by tap on
+    large planes (`_depthwise_tap_by_tap`), else a batched matrix product per block of rows
+    (where the calls of summing tap by tap would cost more than the arithmetic)."""
+    if taps.length >= _TAP_BY_TAP_LENGTH:
+        _depthwise_tap_by_tap(taps, weight, bias, out, acc)
+    else:
+        _depthwise_by_product(taps, weight, bias, out, acc)
+
+
+def _depthwise_tap_by_tap(taps: Taps, weight, bias, out, acc) -> None:
+    """Each tap's (rows, length) view read in place, scaled by its weight per row and added to
+    a running sum over a block of rows; nothing is copied but the padded input (by `Taps`) and
+    the sums into ``out``. 1.2-1.4x faster than the batched product on 56x56 and 112x112 planes
+    (AVX2, OpenBLAS; blocks that fit in L2 measured slower: twice as many calls)."""
+    n, c = out.shape[0], taps.rows // out.shape[0]
+    m, k = weight.shape[0] // c, taps.count
+    kernels = np.broadcast_to(weight.reshape(c, m, k).astype(acc), (n, c, m, k)).reshape(taps.rows, m, k)
+    biases = None if bias is None else np.broadcast_to(bias.reshape(c, m).astype(acc), (n, c, m)).reshape(taps.rows, m)
+    target = rows_view(out, (taps.rows, m) + taps.out_size) if out.dtype == acc else None
+    buffer = workspace("product", (taps.rows, m) + taps.out_size, acc) if target is None else target
+    for rows in row_blocks(taps.rows, taps.pitch, _TAP_BY_TAP_BLOCK):
+        size = (rows.stop - rows.start, taps.length)
+        total, scaled = workspace("columns", size, acc), workspace("blocks", size, acc)
+        for j in range(m):
+            weights = kernels[rows, j]
+            np.multiply(taps.flat(0)[rows], weights[:, :1], out=total)
+            for t in range(1, k):
+                np.multiply(taps.flat(t)[rows], weights[:, t : t + 1], out=scaled)
+                total += scaled
+            if biases is not None:
+                total += biases[rows, j, None]
+            buffer[rows, j] = taps.grid(total)
+    if target is None:
+        write(out, buffer.reshape(out.shape))
+
+
+def _depthwise_by_product(taps: Taps, weight, bias, out, acc) -> None:
+    """`depthwise` block by block: the taps of a block of rows are copied into a (K + 1, rows,
+    pitch) column array (the last tap all ones, for the bias) and reduced by one batched matrix
+    product per block."""
     n, c = out.shape[0], taps.rows // out.shape[0]
     m, k = weight.shape[0] // c, taps.count  # channel multiplier, taps
     kernels = np.zeros((c, m, k + 1), acc)
