@@ -68,16 +68,21 @@ def _attention_cases():
     # long enough that the kernel takes the heads a chunk at a time: a mask shared by the heads,
     # one query masked out in every head. Each output sums 400 weighted values: rounding
     # differences of a few 1e-7 of the values' magnitude are expected, hence the atol.
+    # The same in the interleaved layout (..., S, H, D), without a mask.
     mask = rand(1, 1, 300, 400)
     mask[..., 7, :] = -math.inf
-    unit = {"low": -1.0, "high": 1.0}
-    yield Case(
-        "torchedge_fused::attention.out",
-        _sdpa_decomposition,
-        (rand(2, 3, 300, 8, **unit), rand(2, 3, 400, 8, **unit), rand(2, 3, 400, 5, **unit), mask, 0.3),
-        atol=1e-5,
-        id="attention-chunked-heads",
-    ).param()
+    long = [
+        ("attention", _sdpa_decomposition, [(2, 3, 300, 8), (2, 3, 400, 8), (2, 3, 400, 5)], mask),
+        ("attention_interleaved", _interleaved_reference, [(1, 300, 3, 8), (1, 400, 3, 8), (1, 400, 3, 5)], None),
+    ]
+    for name, reference, shapes, long_mask in long:
+        yield Case(
+            f"torchedge_fused::{name}.out",
+            reference,
+            (*(rand(*shape, low=-1.0, high=1.0) for shape in shapes), long_mask, 0.3),
+            atol=1e-5,
+            id=f"{name.replace('_', '-')}-chunked-heads",
+        ).param()
     # the interleaved layout (..., S, H, D): lengths, widths and batch dims that differ, a masked
     # out query, heads taken a chunk at a time
     mask = rand(2, 3, 5, 7)
@@ -94,13 +99,6 @@ def _attention_cases():
         _interleaved_reference,
         (rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), None, 1.0),
         id="attention-interleaved-batch-dims",
-    ).param()
-    yield Case(
-        "torchedge_fused::attention_interleaved.out",
-        _interleaved_reference,
-        (rand(1, 300, 3, 8, **unit), rand(1, 400, 3, 8, **unit), rand(1, 400, 3, 5, **unit), None, 0.3),
-        atol=1e-5,
-        id="attention-interleaved-chunked-heads",
     ).param()
     yield Case(
         "torchedge_fused::attention.out",
