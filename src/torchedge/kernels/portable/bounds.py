@@ -22,17 +22,17 @@ _clip = importlib.import_module("numpy._core.umath" if hasattr(np, "_core") else
 
 
 @cache
-def _row(dtype: np.dtype, value_bytes: bytes) -> np.ndarray:
-    row = np.full(BLOCK, np.frombuffer(value_bytes, dtype)[0], dtype)
+def _row(dtype: np.dtype, value_bytes: bytes, length: int) -> np.ndarray:
+    row = np.full(length, np.frombuffer(value_bytes, dtype)[0], dtype)
     row.flags.writeable = False
     return row
 
 
-def bound_row(value: float | np.floating, dtype) -> np.ndarray:
-    """A read-only row of `BLOCK` copies of ``value`` in ``dtype`` (keyed by its bits, so
+def bound_row(value: float | np.floating, dtype, length: int = BLOCK) -> np.ndarray:
+    """A read-only row of ``length`` copies of ``value`` in ``dtype`` (keyed by its bits, so
     -0.0 and 0.0 get their own rows)."""
     dtype = np.dtype(dtype)
-    return _row(dtype, dtype.type(value).tobytes())
+    return _row(dtype, dtype.type(value).tobytes(), length)
 
 
 def clamp_into(x: np.ndarray, low: float | None, high: float | None, out: np.ndarray) -> bool:

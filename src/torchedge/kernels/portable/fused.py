@@ -55,7 +55,7 @@ def check_float(op: str, *arrays) -> np.dtype:
 
 def _attention_dims(op: str, query, key, value, interleaved: bool) -> tuple:
     """Check the shapes of (..., S, D) queries, keys and values, or interleaved (..., S, H, D)
-    ones; return (batch, sq, sk, d, dv) with the heads in the batch dims."""
+    ones; return (batch, sq, sk) with the heads in the batch dims."""
     q, k, v = query.shape, key.shape, value.shape
     lead = 3 if interleaved else 2  # dims after the batch: (S, H, D) or (S, D)
     check(
@@ -71,7 +71,7 @@ def _attention_dims(op: str, query, key, value, interleaved: bool) -> tuple:
         f"shapes do not match: query {list(q)}, key {list(k)}, value {list(v)}",
     )
     batch = q[:-3] + q[-2:-1] if interleaved else q[:-2]
-    return batch, q[-lead], k[-lead], q[-1], v[-1]
+    return batch, q[-lead], k[-lead]
 
 
 def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
@@ -107,7 +107,7 @@ def _heads_first(x: np.ndarray, heads: int, interleaved: bool) -> np.ndarray:
 
 def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) -> None:
     dtype = check_float(op, query, key, value, out)
-    batch, sq, sk, d, dv = _attention_dims(op, query, key, value, interleaved)
+    batch, sq, sk = _attention_dims(op, query, key, value, interleaved)
     expected = query.shape[:-1] + value.shape[-1:]
     check(tuple(out.shape) == expected, op, f"out has shape {list(out.shape)}, expected {list(expected)}")
     if out.size == 0:
@@ -120,12 +120,10 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
     masks = None
     if mask is not None:
         shape = (*batch, sq, sk)
-        check(
-            mask.ndim <= len(shape) and all(m in (1, n) for m, n in zip(mask.shape[::-1], shape[::-1])),
-            op,
-            f"mask of shape {list(mask.shape)} does not broadcast to the scores' shape {list(shape)}",
-        )
-        masks = np.broadcast_to(mask, shape).reshape(queries.shape[:2] + (sq, sk))
+        try:
+            masks = np.broadcast_to(mask, shape).reshape(queries.shape[:2] + (sq, sk))
+        except ValueError:
+            fail(op, f"mask of shape {list(mask.shape)} does not broadcast to the scores' shape {list(shape)}")
     direct = out.flags.c_contiguous
     target = out if direct else np.empty(out.shape, dtype)
     results = _heads_first(target, heads, interleaved)

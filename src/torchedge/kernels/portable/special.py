@@ -25,6 +25,8 @@ from functools import cache
 import numpy as np
 from numpy.polynomial import chebyshev
 
+from torchedge.kernels.portable.bounds import bound_row
+
 __all__ = ["erf", "erfinv", "erf_block32", "ErfRational"]
 
 
@@ -142,8 +144,9 @@ class ErfRational:
         rows = state.get("rows")
         if rows is None:
             rows = state["rows"] = np.empty((4, self.BLOCK), np.float32)
-        lows, highs = _bound_rows(self.limit)
-        floors, ceilings = _bound_rows(self.bound)
+        lows, highs, floors, ceilings = (
+            bound_row(value, np.float32, self.BLOCK) for value in (-self.limit, self.limit, -self.bound, self.bound)
+        )
         multiply, add = np.multiply, np.add
         for start in range(0, n, self.BLOCK):
             x = flat[start : start + self.BLOCK]
@@ -163,15 +166,6 @@ class ErfRational:
             np.minimum(num, ceilings[:m], out=num)
             np.maximum(num, floors[:m], out=num)
             yield start, x, num
-
-
-@cache
-def _bound_rows(limit: float) -> tuple[np.ndarray, np.ndarray]:
-    """Read-only rows of ``-limit`` and ``limit`` as long as an `ErfRational` block."""
-    rows = np.empty((2, ErfRational.BLOCK), np.float32)
-    rows[0], rows[1] = -limit, limit
-    rows.flags.writeable = False
-    return rows[0], rows[1]
 
 
 # erf(x) on |x| <= 4 (beyond, erf rounds to +-1 in float32)
