@@ -1,6 +1,7 @@
-"""Clamping by number bounds block by block (`torchedge.kernels.portable.bounds`): the kernels that
-use it (relu, clamp, hardtanh, the fused activations, GELU's clip) give ATen's results on
-arrays of several blocks, in place and apart, with nan, infinities and signed zeros."""
+"""Clamping by number bounds (`torchedge.kernels.portable.bounds`): the kernels that use it (relu,
+clamp, hardtanh, the fused activations, GELU's clip) give ATen's results on arrays of several
+blocks, in place and apart, with nan, infinities and signed zeros, by NumPy's clip where it keeps
+ties and by the block-by-block fallback where it does not (forced here)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from torchedge.kernels.portable import bounds
 from torchedge.kernels.portable.bounds import BLOCK, bound_row, clamp_into
 from torchedge.kernels.registry import get_kernel
 
@@ -36,7 +38,12 @@ def _values(dtype, zeros: bool) -> np.ndarray:
     ],
     ids=["relu", "clamp", "clamp-max-negative-zero", "clamp-crossed", "hardtanh"],
 )
-def test_clamping_kernels_match_aten_over_several_blocks(op, args, reference, dtype, zeros, in_place):
+@pytest.mark.parametrize("clip_ties", [True, False], ids=["clip", "fallback"])
+def test_clamping_kernels_match_aten_over_several_blocks(
+    op, args, reference, dtype, zeros, in_place, clip_ties, monkeypatch
+):
+    if not clip_ties:
+        monkeypatch.setattr(bounds, "clip_keeps_ties", lambda dtype: False)
     x = _values(dtype, zeros)
     expected = reference(torch.from_numpy(x.copy())).numpy()
     out = x if in_place else np.empty_like(x)
@@ -71,3 +78,26 @@ def test_fused_linear_relu_over_several_blocks():
     out = np.empty((300, 130), np.float32)
     get_kernel("torchedge_fused::linear_act.out").fn(x, w, None, "relu", out)
     np.testing.assert_allclose(out, torch.relu(torch.from_numpy(x) @ torch.from_numpy(w)).numpy(), atol=1e-5)
+
+
+def _clip_giving_the_bound_on_ties(x, low, high, out=None):
+    result = np.clip(x, low, high, out=out)
+    result[x == low] = low  # -0.0 against a 0.0 bound comes out 0.0
+    return result
+
+
+def _clip_dropping_nan(x, low, high, out=None):
+    return np.nan_to_num(np.clip(x, low, high, out=out), nan=low)
+
+
+@pytest.mark.parametrize("wrong_clip", [_clip_giving_the_bound_on_ties, _clip_dropping_nan])
+def test_clip_probe_refuses_a_clip_without_atens_ties_or_nan(wrong_clip, monkeypatch):
+    bounds.clip_keeps_ties.cache_clear()
+    monkeypatch.setattr(bounds, "CLIP", wrong_clip)
+    try:
+        assert not bounds.clip_keeps_ties(np.dtype(np.float32))
+        assert not bounds.clip_keeps_ties(np.dtype(np.float64))
+    finally:
+        bounds.clip_keeps_ties.cache_clear()
+    monkeypatch.undo()
+    assert not bounds.clip_keeps_ties(np.dtype(np.float16))  # only float32 and float64 are probed

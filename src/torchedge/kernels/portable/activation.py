@@ -37,7 +37,7 @@ __all__ = [
 @register_kernel("aten::relu.out", shape=broadcast_inputs, inplace_safe=True)
 def relu(self, out):
     check(self.dtype != BOOL, "aten::relu.out", "boolean inputs are not supported")
-    if fast_clamp(self, 0, None, out):  # float32/float64 without zeros: one pass
+    if fast_clamp(self, 0, None, out):  # float32/float64: one pass
         return
     floating = is_floating(self.dtype)
     if floating and np.may_share_memory(out, self):

@@ -1,9 +1,12 @@
-"""Clamping float arrays by number bounds at the speed of NumPy's two-array loops.
+"""Clamping float arrays by number bounds in one pass.
 
-NumPy's ``minimum``, ``maximum`` and ``clip`` run several times slower when a bound is a
-number (a stride-0 operand) than when both operands are contiguous arrays: 3-4x on
-float32 with NumPy 2.4 on x86-64 (AVX2 and AVX-512 alike). So a number bound becomes a
-constant row of one block's length, and the array is clamped block by block.
+NumPy's clip ufunc with number bounds is one vectorised pass, and on the NumPy builds we use it
+returns ``x`` itself where ``x`` ties with a bound (``clip(-0.0, 0.0, 6.0)`` is -0.0, as ATen's
+clamp and relu give) and nan for nan. Whether this NumPy does so on this machine is checked
+once, on float32 and float64 arrays long enough for its vector loops and short enough for its
+scalar ones (`clip_keeps_ties`). Where it does not, the clamp runs as NumPy's minimum and
+maximum against constant rows of one block's length (those ufuncs run several times slower
+against a number than against a contiguous array), and its callers restore the signs of zeros.
 """
 
 from __future__ import annotations
@@ -13,32 +16,57 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["BLOCK", "bound_row", "clamp_into", "clamp_by_numbers"]
+__all__ = ["BLOCK", "CLIP", "bound_row", "clamp_into", "clamp_by_numbers", "clip_keeps_ties"]
 
 BLOCK = 1 << 14  # elements per block: a block and its bound rows stay in the L2 cache
 _SMALL = 1 << 12  # below this many elements the checks cost more than the number-operand loop
 # the clip ufunc itself (np.clip adds a Python layer); NumPy 1.x keeps it in numpy.core
-_clip = importlib.import_module("numpy._core.umath" if hasattr(np, "_core") else "numpy.core.umath").clip
+CLIP = importlib.import_module("numpy._core.umath" if hasattr(np, "_core") else "numpy.core.umath").clip
+_TIE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @cache
-def _row(dtype: np.dtype, value_bytes: bytes, length: int) -> np.ndarray:
-    row = np.full(length, np.frombuffer(value_bytes, dtype)[0], dtype)
+def clip_keeps_ties(dtype: np.dtype) -> bool:
+    """Whether `CLIP` by number bounds gives ``min(max(x, low), high)`` with each tie returning
+    its first operand and nan staying nan, on arrays of ``dtype`` of several lengths and
+    alignments (scalar and vector loops alike)."""
+    if np.dtype(dtype) not in _TIE_FLOATS:
+        return False
+    number = np.dtype(dtype).type
+    values = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, -1.0, 1.0, 2.0], dtype)
+    for size in (1, 3, 8, 37, 1000):
+        for shift in (0, 1):
+            x = np.resize(np.roll(values, shift), size + 1)[1:]
+            for low, high in ((0.0, 1.0), (-0.0, 1.0), (-1.0, 0.0), (-1.0, -0.0), (1.0, -1.0), (-np.inf, np.inf)):
+                lo, hi = number(low), number(high)
+                raised = np.where(np.isnan(x) | (x >= lo), x, lo)  # ties keep x, as ATen's max
+                expected = np.where(np.isnan(raised) | (raised <= hi), raised, hi)
+                with np.errstate(invalid="ignore"):
+                    got = CLIP(x, lo, hi)
+                if got.tobytes() != expected.tobytes():
+                    return False
+    return True
+
+
+@cache
+def _row(dtype: np.dtype, value_bytes: bytes) -> np.ndarray:
+    row = np.full(BLOCK, np.frombuffer(value_bytes, dtype)[0], dtype)
     row.flags.writeable = False
     return row
 
 
-def bound_row(value: float | np.floating, dtype, length: int = BLOCK) -> np.ndarray:
-    """A read-only row of ``length`` copies of ``value`` in ``dtype`` (keyed by its bits, so
-    -0.0 and 0.0 get their own rows)."""
+def bound_row(value: float | np.floating, dtype) -> np.ndarray:
+    """A read-only row of `BLOCK` copies of ``value`` in ``dtype`` (keyed by its bits, so -0.0
+    and 0.0 get their own rows)."""
     dtype = np.dtype(dtype)
-    return _row(dtype, dtype.type(value).tobytes(), length)
+    return _row(dtype, dtype.type(value).tobytes())
 
 
 def clamp_into(x: np.ndarray, low: float | None, high: float | None, out: np.ndarray) -> bool:
-    """``min(max(x, low), high)`` into ``out`` (nan stays nan; a None bound is left out);
-    False, with nothing written, unless ``x`` and ``out`` are C-contiguous arrays of one
-    float dtype and size that are either one memory or apart, and large enough to gain."""
+    """``min(max(x, low), high)`` into ``out`` (nan stays nan; a None bound is left out) by
+    constant rows, block by block; False, with nothing written, unless ``x`` and ``out`` are
+    C-contiguous arrays of one float dtype and size that are either one memory or apart, and
+    large enough to gain. A zero tying with a zero bound may come out with either sign."""
     if x.size < _SMALL:
         return False
     dtype = x.dtype
@@ -68,17 +96,21 @@ def clamp_into(x: np.ndarray, low: float | None, high: float | None, out: np.nda
 
 def clamp_by_numbers(x: np.ndarray, low: float | None, high: float | None, out: np.ndarray) -> None:
     """``min(max(x, low), high)`` into ``out`` (of x's shape, at least one bound given, nan
-    stays nan): block by block where `clamp_into` can, else one NumPy ufunc with the bounds
-    as numbers of out's dtype."""
+    stays nan): one `CLIP` pass where it keeps ties (then zeros keep their signs), else block
+    by block where `clamp_into` can, else one NumPy ufunc with the bounds as numbers of out's
+    dtype (then a zero tying with a zero bound may come out with either sign)."""
+    number = out.dtype.type
+    if out.dtype == x.dtype and clip_keeps_ties(out.dtype):
+        CLIP(x, number(-np.inf if low is None else low), number(np.inf if high is None else high), out=out)
+        return
     if clamp_into(x, low, high, out):
         return
-    number = out.dtype.type
     if low is None:
         np.minimum(x, number(high), out=out)
     elif high is None:
         np.maximum(x, number(low), out=out)
     else:
-        _clip(x, number(low), number(high), out=out)
+        CLIP(x, number(low), number(high), out=out)
 
 
 def _same_start(a: np.ndarray, b: np.ndarray) -> bool:

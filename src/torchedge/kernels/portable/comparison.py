@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.dtypes import BOOL, can_cast, is_floating, result_type
-from torchedge.kernels.portable.bounds import clamp_by_numbers
+from torchedge.kernels.portable import bounds
 from torchedge.kernels.portable.common import check, quiet, write
 from torchedge.kernels.portable.elementwise import operand, store, work_buffer
 from torchedge.kernels.portable.shape_rules import broadcast_inputs
@@ -79,9 +79,10 @@ def _plain_bound(value) -> bool:
 
 def fast_clamp(self, min, max, out) -> bool:
     """clamp of a float32/float64 array by number bounds into an out of its dtype, in one
-    pass (`clamp_by_numbers`); False (nothing written) where the general path is needed. A
-    zero bound can turn -0.0 into +0.0 in NumPy's min/max: then an input holding zeros takes
-    the general path (checked before anything is written, as out may be self's memory)."""
+    pass (`bounds.clamp_by_numbers`); False (nothing written) where the general path is needed.
+    Where NumPy's clip does not keep ties (`bounds.clip_keeps_ties`), a zero bound can turn -0.0
+    into +0.0: then an input holding zeros takes the general path (checked before anything is
+    written, as out may be self's memory)."""
     dtype = self.dtype
     if not (
         dtype in _FAST_FLOATS
@@ -92,10 +93,10 @@ def fast_clamp(self, min, max, out) -> bool:
         and (min is not None or max is not None)
     ):
         return False
-    if (min == 0 or max == 0) and (self == 0).any():
+    if (min == 0 or max == 0) and not bounds.clip_keeps_ties(dtype) and (self == 0).any():
         return False
     with quiet():
-        clamp_by_numbers(self, min, max, out)
+        bounds.clamp_by_numbers(self, min, max, out)
     return True
 
 
