@@ -27,7 +27,7 @@ import numpy as np
 
 from torchedge.kernels.portable.activation import _gelu_erf_float32
 from torchedge.kernels.portable.bounds import clamp_by_numbers
-from torchedge.kernels.portable.common import check, fail, quiet, write
+from torchedge.kernels.portable.common import check, fail, ones_column, quiet, write
 from torchedge.kernels.portable.convolution import conv_forward
 from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.portable.windows import workspace
@@ -161,7 +161,7 @@ def _attend(queries, keys, values, mask, scale, out) -> None:
         peak[empty] = 0
     scores -= peak
     np.exp(scores, out=scores)
-    total = np.add.reduce(scores, axis=2, keepdims=True)
+    total = np.matmul(scores, ones_column(scores.shape[2], dtype))  # row sums
     np.matmul(scores, values, out=out)
     out /= total
     if masked_rows:

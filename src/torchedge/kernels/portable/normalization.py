@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
-from torchedge.kernels.portable.common import check, fail, finish, quiet, scratch, write
+from torchedge.kernels.portable.common import check, fail, finish, ones_column, quiet, scratch, write
 from torchedge.kernels.portable.shape_rules import masked
 from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
@@ -119,7 +118,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
         # Row sums as a BLAS product with ones, row dot products as one vectorised pass, and the
         # per-row scale with the weight as one (rows, width) factor: NumPy's reductions over
         # short rows and its broadcasts of a number per row are several times slower.
-        mean = np.matmul(x, _ones_column(width, acc))
+        mean = np.matmul(x, ones_column(width, acc))
         mean /= width
         centred = np.subtract(x, mean, out=out0.reshape(x.shape) if direct else None)
         variance = _row_dots(centred)[:, None]
@@ -140,13 +139,6 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     stats_shape = rows + (1,) * k
     write(out1, mean.reshape(stats_shape))
     write(out2, rstd.reshape(stats_shape))
-
-
-@functools.lru_cache(maxsize=64)
-def _ones_column(width: int, dtype: np.dtype) -> np.ndarray:
-    ones = np.ones((width, 1), dtype)
-    ones.flags.writeable = False
-    return ones
 
 
 def _row_dots(rows: np.ndarray) -> np.ndarray:
