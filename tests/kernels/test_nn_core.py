@@ -71,6 +71,9 @@ CONVOLUTIONS = [  # input, weight, stride, padding, dilation, transposed, output
     # depthwise on planes large enough to sum tap by tap: multiplier 2, dilated; strided, no bias
     ((2, 3, 46, 47), (6, 1, 3, 3), [1, 1], [1, 2], [1, 2], False, [0, 0], 3, True),
     ((1, 4, 100, 90), (4, 1, 5, 5), [2, 2], [2, 2], [1, 1], False, [0, 0], 4, False),
+    # depthwise on small planes of many channels, channels-last; strided without bias
+    ((2, 256, 8, 7), (256, 1, 3, 3), [1, 1], [1, 1], [1, 1], False, [0, 0], 256, True),
+    ((1, 300, 13, 14), (300, 1, 3, 3), [2, 2], [1, 0], [1, 1], False, [0, 0], 300, False),
 ]
 
 
@@ -119,6 +122,7 @@ INT_CONVOLUTIONS = [  # input, weight, stride, padding, groups: each path of con
     ((1, 16, 12, 12), (4, 16, 3, 3), [2, 2], [1, 1], 1),  # one GEMM per tap (strided)
     ((2, 4, 7, 7), (8, 1, 3, 3), [2, 2], [1, 1], 4),  # depthwise, multiplier 2
     ((1, 2, 48, 48), (4, 1, 3, 3), [1, 1], [1, 1], 2),  # depthwise tap by tap, multiplier 2
+    ((1, 256, 7, 7), (256, 1, 3, 3), [1, 1], [1, 1], 256),  # depthwise channels-last
     ((2, 3, 11), (4, 3, 3), [2], [1], 1),
     ((1, 4, 4, 5, 4), (4, 2, 3, 1, 3), [1, 1, 1], [1, 0, 1], 2),
     ((2, 4, 9, 8), (6, 2, 2, 2), [3, 2], [0, 0], 2),  # windows that do not overlap: one strided copy

@@ -24,7 +24,9 @@ from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, resul
 from torchedge.kernels.portable import windows
 from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.convolution_columns import (
+    channels_last_pays,
     depthwise,
+    depthwise_channels_last,
     gemm_per_kernel_column,
     gemm_per_tap,
     patches,
@@ -189,6 +191,9 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
             # A ViT's patch embedding, a strided 1x1: im2col is one strided copy of the input.
             columns = im2col(x, kernel, stride, padding, dilation, size, acc)
             _gemm(kernels, columns.reshape(n, groups, cg * math.prod(kernel), -1), bias, out, acc)
+            return
+        if cg == 1 and groups == c == o and groups > 1 and channels_last_pays(c, size):
+            depthwise_channels_last(x, weight, bias, stride, padding, after, dilation, out, acc)
             return
         taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
         if cg == 1 and groups == c and groups > 1:
