@@ -6,7 +6,8 @@ clamp and relu give) and nan for nan. Whether this NumPy does so on this machine
 once, on float32 and float64 arrays long enough for its vector loops and short enough for its
 scalar ones (`clip_keeps_ties`). Where it does not, the clamp runs as NumPy's minimum and
 maximum against constant rows of one block's length (those ufuncs run several times slower
-against a number than against a contiguous array), and its callers restore the signs of zeros.
+against a number than against a contiguous array), and the clamp and relu kernels send inputs
+holding zeros down their general path, which restores the signs of zeros.
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ import numpy as np
 from torchedge.errors import KernelError
 
 __all__ = [
-    "ones_column",
     "check",
     "fail",
     "wrap_dim",
@@ -25,6 +24,7 @@ __all__ = [
     "quiet",
     "as_scalar",
     "pair",
+    "ones_column",
 ]
 
 
