@@ -132,6 +132,8 @@ class ErfRational:
         self.p = [np.array(c, np.float32) for c in reversed(p)]  # highest power first
         self.q = [np.array(c, np.float32) for c in reversed(q)]
         self.limit, self.bound = float(limit), float(bound)
+        # the clips' bounds: x to [-limit, limit], the ratio to [-bound, bound]
+        self._clips = tuple(np.array(v, np.float32) for v in (-self.limit, self.limit, -self.bound, self.bound))
 
     def blocks(self, flat: np.ndarray):
         """Yield ``(start, x, ratio)`` per block of the 1-D float32 ``flat``: ``ratio`` (a scratch
@@ -143,9 +145,7 @@ class ErfRational:
         rows = state.get("rows")
         if rows is None:
             rows = state["rows"] = np.empty((4, self.BLOCK), np.float32)
-        low, high, floor, ceiling = (
-            np.array(value, np.float32) for value in (-self.limit, self.limit, -self.bound, self.bound)
-        )
+        low, high, floor, ceiling = self._clips
         multiply, add = np.multiply, np.add
         for start in range(0, n, self.BLOCK):
             x = flat[start : start + self.BLOCK]
