@@ -100,6 +100,15 @@ def _attention_cases():
         (rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), None, 1.0),
         id="attention-interleaved-batch-dims",
     ).param()
+    # scores far outside ±16 (exp would overflow without the shift by each row's maximum), and
+    # scores near 15 with values so large that unshifted weights would overflow their product
+    big = rand(2, 6, 8, low=-10.0, high=10.0)
+    near = torch.full((2, 6, 8), math.sqrt(15 / 8)) + rand(2, 6, 8, low=-1e-3, high=1e-3)
+    for name, args in [
+        ("large-scores", (big, big.flip(1), rand(2, 6, 3), None, 1.0)),
+        ("huge-values", (near, near, rand(2, 6, 3, low=1e32, high=2e32), None, 1.0)),
+    ]:
+        yield Case("torchedge_fused::attention.out", _sdpa_decomposition, args, id=f"attention-{name}").param()
     yield Case(
         "torchedge_fused::attention.out",
         _sdpa_decomposition,

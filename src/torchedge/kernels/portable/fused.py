@@ -116,7 +116,10 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
         out[...] = 0
         return
     heads = query.shape[-2] if interleaved else math.prod(batch)
+    if scale != 1:  # scaled before the product: d values per query instead of sk scores
+        query = np.multiply(query, dtype.type(scale), out=workspace("queries", query.shape, dtype))
     queries, keys, values = (_heads_first(x, heads, interleaved) for x in (query, key, value))
+    shift_free = _shift_free_limit(value, sk)
     masks = None
     if mask is not None:
         shape = (*batch, sq, sk)
@@ -135,7 +138,7 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
             for first in range(0, heads, step):
                 h = slice(first, min(first + step, heads))
                 chunk_mask = None if masks is None else masks[b, h]
-                _attend(queries[b, h], keys[b, h], values[b, h], chunk_mask, scale, results[b, h])
+                _attend(queries[b, h], keys[b, h], values[b, h], chunk_mask, shift_free, results[b, h])
     if not direct:
         write(out, target)
 
@@ -143,23 +146,41 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
 _SCORES_PER_CHUNK = 1 << 17  # 512 KiB of float32 scores
 
 
-def _attend(queries, keys, values, mask, scale, out) -> None:
-    """One chunk of heads: (h, sq, d) queries, (h, sk, d) keys, (h, sk, dv) values into (h, sq, dv)
-    ``out``. The softmax's sum divides the (sq, dv) result instead of the (sq, sk) weights."""
+def _shift_free_limit(value: np.ndarray, sk: int) -> float:
+    """How far from 0 every score of a chunk may lie for its softmax to skip the per-row shift
+    by the row's maximum: softmax is shift-invariant, and within ``±_SHIFT_FREE`` exp neither
+    overflows (nor does the product of up to ``sk`` weights of at most e^16 with the values)
+    nor leaves a row without a normal-sized weight. 0 (never) for values too large for that."""
+    if value.size == 0:
+        return 0.0
+    with quiet():
+        magnitude = max(float(np.max(value)), -float(np.min(value)))  # nan: never
+    headroom = float(np.finfo(value.dtype).max) / 4
+    return _SHIFT_FREE if magnitude * sk * math.exp(_SHIFT_FREE) <= headroom else 0.0
+
+
+_SHIFT_FREE = 16.0
+
+
+def _attend(queries, keys, values, mask, shift_free: float, out) -> None:
+    """One chunk of heads: (h, sq, d) scaled queries, (h, sk, d) keys, (h, sk, dv) values into
+    (h, sq, dv) ``out``. The softmax's sum divides the (sq, dv) result instead of the (sq, sk)
+    weights; scores all within ``±shift_free`` skip the shift by each row's maximum (two
+    full reductions instead of a row reduction and a broadcast subtraction)."""
     dtype = queries.dtype
     h, sq, _ = queries.shape
     scores = workspace("attention", (h, sq, keys.shape[1]), dtype)
-    if scale != 1:  # scaled before the product: d values per query instead of sk scores
-        queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
     np.matmul(queries, keys.transpose(0, 2, 1), out=scores)
     if mask is not None:
         np.add(scores, mask, out=scores, dtype=dtype, casting="unsafe")
-    peak = np.maximum.reduce(scores, axis=2, keepdims=True)
-    empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
-    masked_rows = bool(empty.any())
-    if masked_rows:
-        peak[empty] = 0
-    scores -= peak
+    masked_rows = False
+    if not (shift_free and -shift_free <= np.min(scores) and np.max(scores) <= shift_free):  # nan: shift
+        peak = np.maximum.reduce(scores, axis=2, keepdims=True)
+        empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
+        masked_rows = bool(empty.any())
+        if masked_rows:
+            peak[empty] = 0
+        scores -= peak
     np.exp(scores, out=scores)
     total = np.matmul(scores, ones_column(scores.shape[2], dtype))  # row sums
     np.matmul(scores, values, out=out)
