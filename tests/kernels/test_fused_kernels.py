@@ -192,6 +192,7 @@ def _conv_bn_act_cases():
         ((1, 6, 11, 9), (6, 1, 3, 3), [2, 1], [1, 0], [1, 2], [1, 1], 6),  # depthwise
         ((1, 256, 13, 14), (256, 1, 3, 3), [2, 2], [0, 0], [1, 1], [2, 1], 256),  # channels-last, dilated
         ((1, 32, 12, 12), (24, 32, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1], 1),  # per-tap GEMMs
+        ((1, 48, 13, 12), (48, 48, 3, 3), [1, 1], [0, 0], [1, 2], [1, 1], 1),  # Winograd, TF padding
         ((2, 4, 7, 7), (6, 4, 1, 1), [1, 1], [0, 0], [0, 0], [1, 1], 1),  # pointwise
         ((1, 4, 12), (5, 4, 3), [1], [2], [0], [2], 1),  # 1-D
     ]
@@ -288,6 +289,7 @@ def test_conv_bn_act(case):
 def test_conv_bn_act_folds_constant_weights_once():
     """Read-only (constant) weights are folded once and reused; writable ones every call."""
     from torchedge.kernels.portable import fused
+    from torchedge.kernels.portable.derived_arrays import cached_keys
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
@@ -302,7 +304,7 @@ def test_conv_bn_act_folds_constant_weights_once():
         a.flags.writeable = False
     out1, out2 = np.empty((1, 5, 6, 6), np.float32), np.empty((1, 5, 6, 6), np.float32)
     kernel(*args(w, stats[2]), out1)
-    assert any(key[0] == id(w) for key in fused._FOLDED)
+    assert any(key[0] == id(w) for key in cached_keys(fused._fold_batch_norm))
     kernel(*args(w, stats[2]), out2)
     np.testing.assert_array_equal(out1, out2)
     # a different (writable) mean is never served from the cache

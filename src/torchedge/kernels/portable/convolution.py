@@ -32,6 +32,7 @@ from torchedge.kernels.portable.convolution_columns import (
     patches,
     windows_apart,
 )
+from torchedge.kernels.portable.convolution_winograd import winograd_conv, winograd_pays
 from torchedge.kernels.portable.windows import Taps, rows_view, scatter_taps, workspace
 from torchedge.kernels.registry import register_kernel
 
@@ -194,6 +195,9 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
             return
         if cg == 1 and groups == c == o and groups > 1 and channels_last_pays(c, size):
             depthwise_channels_last(x, weight, bias, stride, padding, after, dilation, out, acc)
+            return
+        if winograd_pays(x, weight, stride, dilation, groups, size, out, acc):
+            winograd_conv(x, weight, bias, padding, out)
             return
         taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
         if cg == 1 and groups == c and groups > 1:

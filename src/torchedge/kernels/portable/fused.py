@@ -21,7 +21,6 @@ while that array lives, as ExecuTorch's delegates prepack their weights at load 
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from torchedge.kernels.portable.activation import _gelu_erf_float32
 from torchedge.kernels.portable.bounds import clamp_by_numbers
 from torchedge.kernels.portable.common import check, fail, ones_column, quiet, write
 from torchedge.kernels.portable.convolution import conv_forward
+from torchedge.kernels.portable.derived_arrays import derived
 from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
@@ -191,13 +191,6 @@ def _attend(queries, keys, values, mask, shift_free: float, out) -> None:
 
 # -- convolution + batch norm + activation -------------------------------------------------
 
-_FOLDED: dict = {}  # id(weight) -> (weakrefs of the source arrays, eps, folded weight, folded bias)
-_FOLDED_LIMIT = 4096
-
-
-def _immutable(*arrays) -> bool:
-    return all(a is None or not a.flags.writeable for a in arrays)
-
 
 def _fold_batch_norm(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype):
     """Weights and bias of the convolution followed by the batch norm: per output channel o,
@@ -212,23 +205,6 @@ def _fold_batch_norm(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype):
     if bn_bias is not None:
         shift += bn_bias
     folded = weight.astype(dtype) * scale.reshape((-1,) + (1,) * (weight.ndim - 1))
-    return folded, shift
-
-
-def _folded(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype):
-    sources = (weight, bias, bn_weight, bn_bias, mean, var)
-    if not _immutable(*sources):  # a tensor that may change between runs: fold every time
-        return _fold_batch_norm(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype)
-    key = (id(weight), id(mean), eps)
-    hit = _FOLDED.get(key)
-    if hit is not None and all((r() if r is not None else None) is a for r, a in zip(hit[0], sources)):
-        return hit[1], hit[2]
-    folded, shift = _fold_batch_norm(weight, bias, bn_weight, bn_bias, mean, var, eps, dtype)
-    if len(_FOLDED) >= _FOLDED_LIMIT:
-        _FOLDED.clear()
-    refs = tuple(None if a is None else weakref.ref(a) for a in sources)
-    _FOLDED[key] = (refs, folded, shift)
-    weakref.finalize(weight, _FOLDED.pop, key, None)
     return folded, shift
 
 
@@ -336,7 +312,7 @@ def conv_bn_act(
     )
     if bn_mean is not None:
         check(bn_var is not None, op, "a batch norm needs both its running mean and variance")
-        weight, bias = _folded(weight, bias, bn_weight, bn_bias, bn_mean, bn_var, eps, dtype)
+        weight, bias = derived(_fold_batch_norm, (weight, bias, bn_weight, bn_bias, bn_mean, bn_var), eps, dtype)
     conv_forward(
         input,
         weight,

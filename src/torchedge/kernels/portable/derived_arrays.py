@@ -1,0 +1,36 @@
+"""Arrays computed from a kernel's constant operands (batch norm folded into weights, a
+convolution's transformed kernels), computed once per program instead of once per call."""
+
+from __future__ import annotations
+
+import weakref
+
+__all__ = ["derived", "cached_keys"]
+
+_CACHE: dict = {}  # (compute, params, ids of the sources) -> (weakrefs of the sources, result)
+_LIMIT = 4096
+
+
+def derived(compute, sources: tuple, *params):
+    """``compute(*sources, *params)``, kept while every source array is alive and read-only
+    (a program's constants); sources that may change between calls (writable arrays) are
+    computed from every time. Kept results are made read-only: callers must not write them."""
+    if any(a is not None and a.flags.writeable for a in sources):
+        return compute(*sources, *params)
+    key = (compute, params) + tuple(id(a) for a in sources)
+    hit = _CACHE.get(key)
+    if hit is not None and all((r() if r is not None else None) is a for r, a in zip(hit[0], sources)):
+        return hit[1]
+    result = compute(*sources, *params)
+    for array in result if isinstance(result, tuple) else (result,):
+        array.flags.writeable = False
+    if len(_CACHE) >= _LIMIT:
+        _CACHE.clear()
+    _CACHE[key] = (tuple(None if a is None else weakref.ref(a) for a in sources), result)
+    weakref.finalize(next(a for a in sources if a is not None), _CACHE.pop, key, None)
+    return result
+
+
+def cached_keys(compute) -> list[tuple]:
+    """The ids of the sources of every result of ``compute`` kept now (for tests)."""
+    return [key[2:] for key in _CACHE if key[0] is compute]
