@@ -80,3 +80,13 @@ def test_constant_kernels_transformed_once_writable_ones_every_call(calls):
     )
     assert (id(weight),) not in cached_keys(convolution_winograd._transformed)
     assert len(calls) == 4
+
+
+def test_layers_whose_transforms_need_too_much_memory_keep_the_column_methods():
+    # 64 channels on 600x600: 16 transformed values per tile and channel would take 369 MB
+    weight, x = np.empty((64, 64, 3, 3), np.float32), np.empty((1, 64, 600, 600), np.float32)
+    out = np.empty((1, 64, 600, 600), np.float32)
+    dtype = np.dtype(np.float32)
+    assert not convolution_winograd.winograd_pays(x, weight, (1, 1), (1, 1), 1, (600, 600), out, dtype)
+    small, small_out = x[:, :, :56, :56], out[:, :, :56, :56]
+    assert convolution_winograd.winograd_pays(small, weight, (1, 1), (1, 1), 1, (56, 56), small_out, dtype)

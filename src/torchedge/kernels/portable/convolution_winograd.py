@@ -42,7 +42,13 @@ def winograd_pays(x, weight, stride, dilation, groups, size, out, acc) -> bool:
     if not (acc in _FLOATS and x.dtype == acc and weight.dtype == acc and out.dtype == acc):
         return False
     tiles = x.shape[0] * -(-size[0] // 2) * -(-size[1] // 2)
-    return min(weight.shape[0], weight.shape[1]) >= 48 and tiles >= 36
+    channels = weight.shape[:2]
+    # the transformed inputs and the products: 16 values per tile and channel each
+    workspace_bytes = 16 * tiles * max(channels) * acc.itemsize
+    return min(channels) >= 48 and tiles >= 36 and workspace_bytes <= _WORKSPACE_LIMIT
+
+
+_WORKSPACE_LIMIT = 64 << 20  # larger layers keep the column methods' smaller scratch memory
 
 
 def _transformed(weight) -> np.ndarray:
