@@ -79,7 +79,14 @@ def test_constant_kernels_transformed_once_writable_ones_every_call(calls):
         _run(x, weight, None, [1, 1]), 2 * _eager(x, constant, None, [1, 1]), rtol=1e-5, atol=2e-4
     )
     assert (id(weight),) not in cached_keys(convolution_winograd._transformed)
-    assert len(calls) == 4
+    # a read-only view of writable memory is not a constant either
+    view = weight[:]
+    view.flags.writeable = False
+    _run(x, view, None, [1, 1])
+    weight /= 2
+    np.testing.assert_allclose(_run(x, view, None, [1, 1]), _eager(x, constant, None, [1, 1]), rtol=1e-5, atol=2e-4)
+    assert (id(view),) not in cached_keys(convolution_winograd._transformed)
+    assert len(calls) == 6
 
 
 def test_layers_whose_transforms_need_too_much_memory_keep_the_column_methods():

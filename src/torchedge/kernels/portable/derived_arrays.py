@@ -13,9 +13,9 @@ _LIMIT = 4096
 
 def derived(compute, sources: tuple, *params):
     """``compute(*sources, *params)``, kept while every source array is alive and read-only
-    (a program's constants); sources that may change between calls (writable arrays) are
-    computed from every time. Kept results are made read-only: callers must not write them."""
-    if any(a is not None and a.flags.writeable for a in sources):
+    down to the memory it views (a program's constants); from sources that may change between
+    calls the result is computed every time. Kept results are made read-only: callers must not write them."""
+    if not all(a is None or _constant(a) for a in sources):
         return compute(*sources, *params)
     key = (compute, params) + tuple(id(a) for a in sources)
     hit = _CACHE.get(key)
@@ -29,6 +29,16 @@ def derived(compute, sources: tuple, *params):
     _CACHE[key] = (tuple(None if a is None else weakref.ref(a) for a in sources), result)
     weakref.finalize(next(a for a in sources if a is not None), _CACHE.pop, key, None)
     return result
+
+
+def _constant(array) -> bool:
+    """Read-only, and so is every array it views (a read-only view of a writable array can
+    still change)."""
+    while array is not None and hasattr(array, "flags"):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return True
 
 
 def cached_keys(compute) -> list[tuple]:
