@@ -9,7 +9,6 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
 from torchedge.kernels.portable.common import check, fail, finish, ones_column, quiet, scratch, write
 from torchedge.kernels.portable.shape_rules import masked
-from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
 __all__ = [
@@ -115,9 +114,8 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     # overlapping the input that the centring pass still reads).
     direct = out0.dtype == acc and out0.flags.c_contiguous and not np.may_share_memory(out0, input)
     with quiet():
-        # Row sums as a BLAS product with ones, row dot products as one vectorised pass, and the
-        # per-row scale with the weight as one (rows, width) factor: NumPy's reductions over
-        # short rows and its broadcasts of a number per row are several times slower.
+        # Row sums as a BLAS product with ones and row dot products as one vectorised pass:
+        # NumPy's reductions over short rows are several times slower.
         mean = np.matmul(x, ones_column(width, acc))
         mean /= width
         centred = np.subtract(x, mean, out=out0.reshape(x.shape) if direct else None)
@@ -126,12 +124,9 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
         variance += eps
         rstd = np.sqrt(variance, out=variance)
         np.divide(1, rstd, out=rstd)
-        if weight is None:
-            centred *= rstd
-        else:
-            scale = workspace("layer_norm", x.shape, acc)
-            np.multiply(rstd, weight.reshape(1, width), out=scale, casting="unsafe")
-            centred *= scale
+        centred *= rstd
+        if weight is not None:
+            np.multiply(centred, weight.reshape(1, width), out=centred, casting="unsafe")
         if bias is not None:
             centred += bias.reshape(1, width)
     if not direct:
