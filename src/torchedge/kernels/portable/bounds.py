@@ -17,13 +17,14 @@ from functools import cache
 
 import numpy as np
 
+from torchedge.kernels.portable.elementwise import FAST_FLOATS
+
 __all__ = ["BLOCK", "CLIP", "bound_row", "clamp_into", "clamp_by_numbers", "clip_keeps_ties"]
 
 BLOCK = 1 << 14  # elements per block: a block and its bound rows stay in the L2 cache
 _SMALL = 1 << 12  # below this many elements the checks cost more than the number-operand loop
 # the clip ufunc itself (np.clip adds a Python layer); NumPy 1.x keeps it in numpy.core
 CLIP = importlib.import_module("numpy._core.umath" if hasattr(np, "_core") else "numpy.core.umath").clip
-_TIE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @cache
@@ -31,7 +32,7 @@ def clip_keeps_ties(dtype: np.dtype) -> bool:
     """Whether `CLIP` by number bounds gives ``min(max(x, low), high)`` with each tie returning
     its first operand and nan staying nan, on arrays of ``dtype`` of several lengths and
     alignments (scalar and vector loops alike)."""
-    if np.dtype(dtype) not in _TIE_FLOATS:
+    if np.dtype(dtype) not in FAST_FLOATS:
         return False
     number = np.dtype(dtype).type
     values = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, -1.0, 1.0, 2.0], dtype)

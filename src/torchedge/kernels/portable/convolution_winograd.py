@@ -20,14 +20,13 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.portable.derived_arrays import derived
+from torchedge.kernels.portable.elementwise import FAST_FLOATS
 from torchedge.kernels.portable.windows import workspace
 
 __all__ = ["winograd_pays", "winograd_conv"]
 
 # G of F(2x2, 3x3): the 3 kernel taps of a row (or column) -> its 4 transformed values
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def winograd_pays(x, weight, stride, dilation, groups, size, out, acc) -> bool:
@@ -39,7 +38,7 @@ def winograd_pays(x, weight, stride, dilation, groups, size, out, acc) -> bool:
         return False
     if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1):
         return False
-    if not (acc in _FLOATS and x.dtype == acc and weight.dtype == acc and out.dtype == acc):
+    if not (acc in FAST_FLOATS and x.dtype == acc and weight.dtype == acc and out.dtype == acc):
         return False
     tiles = x.shape[0] * -(-size[0] // 2) * -(-size[1] // 2)
     channels = weight.shape[:2]
@@ -83,19 +82,12 @@ def winograd_conv(x, weight, bias, padding, out) -> None:
     row_t = workspace("winograd_rows", (4, 2, runs), dtype)
     for q in range(2):
         even, odd = planes[0, q], planes[1, q]
-        below_even = even[pw : pw + runs]
-        np.subtract(even[:runs], below_even, out=row_t[0, q])  # d0 - d2
-        np.add(odd[:runs], below_even, out=row_t[1, q])  # d1 + d2
-        np.subtract(below_even, odd[:runs], out=row_t[2, q])  # d2 - d1
-        np.subtract(odd[:runs], odd[pw : pw + runs], out=row_t[3, q])  # d1 - d3
+        _b_transpose(even[:runs], odd[:runs], even[pw : pw + runs], odd[pw : pw + runs], row_t[:, q])
     # B along the columns (a shift of 1 is the next tile): V[4a + b], plane-shaped
     v = workspace("winograd_inputs", (4, 4, plane), dtype)
     for k in range(4):
         even, odd = row_t[k, 0], row_t[k, 1]
-        np.subtract(even[:plane], even[1:runs], out=v[k, 0])
-        np.add(odd[:plane], even[1:runs], out=v[k, 1])
-        np.subtract(even[1:runs], odd[:plane], out=v[k, 2])
-        np.subtract(odd[:plane], odd[1:runs], out=v[k, 3])
+        _b_transpose(even[:plane], odd[:plane], even[1:runs], odd[1:runs], v[k])
     # the 16 products over the channels, on the tile rows the output needs
     used = th * pw
     columns = v.reshape(16, n, c, ph * pw)[..., :used]
@@ -105,29 +97,35 @@ def winograd_conv(x, weight, bias, padding, out) -> None:
     # A^T along the rows, then A along the columns, into each of the four output parities
     sums = workspace("winograd_sums", (2, 4, n, o, used), dtype)
     for b in range(4):
-        m0, m1, m2, m3 = products[:, b]
-        np.add(m0, m1, out=sums[0, b])
-        sums[0, b] += m2
-        np.subtract(m1, m2, out=sums[1, b])
-        sums[1, b] -= m3
-    tile = workspace("winograd_tile", (n, o, used), dtype)
-    grid = tile.reshape(n, o, th, pw)
+        _a_transpose(products[:, b], sums[0, b], sums[1, b])
+    tiles = workspace("winograd_tiles", (2, n, o, used), dtype)
     shift = None if bias is None else bias.astype(dtype, copy=False).reshape(o, 1, 1)
     for p in range(2):
-        s0, s1, s2, s3 = sums[p]
-        for q, (first, second, third) in enumerate(((s0, s1, s2), (s1, s2, s3))):
-            if q == 0:
-                np.add(first, second, out=tile)
-                tile += third
-            else:
-                np.subtract(first, second, out=tile)
-                tile -= third
+        _a_transpose(sums[p], tiles[0], tiles[1])
+        for q in range(2):
             target = out[:, :, p::2, q::2]
-            values = grid[:, :, : target.shape[2], : target.shape[3]]
+            values = tiles[q].reshape(n, o, th, pw)[:, :, : target.shape[2], : target.shape[3]]
             if shift is None:
                 np.copyto(target, values)
             else:
                 np.add(values, shift, out=target)
+
+
+def _b_transpose(d0, d1, d2, d3, out) -> None:
+    """B^T of F(2x2, 3x3) over four runs of inputs, into the four rows of ``out``."""
+    np.subtract(d0, d2, out=out[0])
+    np.add(d1, d2, out=out[1])
+    np.subtract(d2, d1, out=out[2])
+    np.subtract(d1, d3, out=out[3])
+
+
+def _a_transpose(m, first, second) -> None:
+    """A^T of F(2x2, 3x3) over four runs of products ``m``: ``m0 + m1 + m2`` and ``m1 - m2 - m3``."""
+    m0, m1, m2, m3 = m
+    np.add(m0, m1, out=first)
+    first += m2
+    np.subtract(m1, m2, out=second)
+    second -= m3
 
 
 def _parity_span(parity: int, pad: int, size: int, count: int):
