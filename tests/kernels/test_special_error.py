@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -123,3 +125,37 @@ def test_error_family_end_to_end():
     assert len(outputs) == len(expected)
     for got, want in zip(outputs, expected):
         np.testing.assert_allclose(got, want.numpy(), rtol=1.3e-6, atol=1e-5)
+
+
+def _float32s(low: float, high: float) -> np.ndarray:
+    """Every float32 from ``low`` to ``high`` (both positive)."""
+    bits = np.arange(np.float32(low).view(np.int32), np.float32(high).view(np.int32) + 1, dtype=np.int32)
+    return bits.view(np.float32)
+
+
+def _ratios(rational, x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    for start, _, ratio in rational.blocks(x):
+        out[start : start + ratio.size] = ratio
+    return out
+
+
+@pytest.mark.parametrize("name, thin", [("erf", 2.3), ("gelu", 3.3)])
+def test_float32_rationals_reach_their_bound_exactly_at_the_clamp(name, thin):
+    """The clamp of each float32 rational is where it first reaches its bound, with nothing
+    beyond the bound on the way: over every float32 where the bound is within about 1e-3, and densely
+    below. Far out erf is then exactly ±1 and GELU exactly 0 or x, with no clip of the ratio."""
+    from torchedge.kernels.portable.activation import _GELU32
+    from torchedge.kernels.portable.special import _ERF32
+
+    rational = {"erf": _ERF32, "gelu": _GELU32}[name]
+    bound = np.float32(rational.bound)
+    near = _float32s(thin, rational.limit)
+    ratios = _ratios(rational, near)
+    assert ratios[-1] == bound and ratios.max() == bound
+    assert _ratios(rational, np.linspace(0, thin, 1_000_001, dtype=np.float32)).max() < bound * (1 - 1e-4)
+    far = np.array([rational.limit, 10.0, 3e38, np.inf], np.float32)
+    np.testing.assert_array_equal(_ratios(rational, far), bound)
+    np.testing.assert_array_equal(_ratios(rational, -far), -bound)
+    true = {"erf": math.erf(rational.limit), "gelu": math.erf(rational.limit / math.sqrt(2)) / 2}[name]
+    assert 0 < rational.bound - true < 1e-6  # the clamp lies where the function is within an ulp or two of its bound

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from torchedge.errors import InvalidProgramError, MemoryPlanError
+from torchedge.kernels.allocator import aligned_bytes
 
 __all__ = ["MemoryManager"]
 
@@ -64,7 +65,7 @@ class MemoryManager:
             )
         self.live = live
         self.arenas = [
-            shared[memory_id] if memory_id in shared else np.zeros(size, dtype=np.uint8)
+            shared[memory_id] if memory_id in shared else aligned_bytes(size, zeroed=True)
             for memory_id, size in enumerate(planned_sizes, start=1)
         ]
         self.max_runtime_bytes = max_arena_bytes

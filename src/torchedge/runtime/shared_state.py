@@ -16,6 +16,7 @@ import weakref
 import numpy as np
 
 from torchedge.errors import MemoryPlanError
+from torchedge.kernels.allocator import aligned_bytes
 from torchedge.runtime.memory import DEFAULT_MAX_ARENA_BYTES
 from torchedge.schema.program import Tensor
 
@@ -73,7 +74,7 @@ class SharedState:
         for memory_id in used:
             arena = self._arenas.get(memory_id)
             if arena is None:
-                arena = np.zeros(self.sizes[memory_id], dtype=np.uint8)
+                arena = aligned_bytes(self.sizes[memory_id], zeroed=True)
                 self._arenas[memory_id] = arena
             else:
                 live.add(memory_id)

@@ -143,16 +143,18 @@ def logit(self, eps, out):
     store(out, buf, dtype)
 
 
-# GELU as x * (1/2 + xc * P(xc²) / Q(xc²)) with xc = clip(x, ±4√2): the float32 erf's rational
-# with u = x/√2 folded into its coefficients (u² = x²/2) and the factor 1/(2√2) into P's, so a
-# block costs the rational plus two passes. The ratio is clipped to ±1/2: far below -4√2 the
-# result is exactly 0 (not x times an ulp), far above exactly x, and it cannot overflow.
+# GELU as x * (1/2 + xc * P(xc²) / Q(xc²)) with xc = clip(x, ±5.1028953): the float32 erf's
+# rational with u = x/√2 folded into its coefficients (u² = x²/2) and the factor 1/(2√2) into
+# P's, so a block costs the rational plus two passes. The clamp is where the rational reaches
+# exactly ±1/2 (GELU(5.1) is within 2 ulp of x): beyond it the result is exactly 0 far below
+# and exactly x far above, and it cannot overflow.
 _GELU32 = ErfRational(
     [float(c) * 0.5**k / (2 * math.sqrt(2)) for k, c in enumerate(_P32)],
     [float(c) * 0.5**k for k, c in enumerate(_Q32)],
-    4 * math.sqrt(2),
+    5.1028953,
     0.5,
 )
+_HALF = np.array(0.5, np.float32)
 
 
 def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
@@ -167,7 +169,7 @@ def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
         )
     )
     result = out.reshape(-1) if direct else np.empty(flat.shape, np.float32)
-    half = np.float32(0.5)
+    half = _HALF
     for start, block, ratio in _GELU32.blocks(flat):
         ratio += half
         np.multiply(ratio, block, out=result[start : start + block.size])

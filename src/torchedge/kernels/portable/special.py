@@ -3,7 +3,8 @@
 Two ``erf`` methods, by precision:
 
 * float32 (also used for float16 and bfloat16 results): ``erf(x) = x * P(x²) / Q(x²)`` on
-  ``x`` clamped to [-4, 4] (beyond, erf rounds to ±1), a rational minimax approximation
+  ``x`` clamped to ±3.7086 (where the rational reaches ±1; erf is within an ulp of ±1 there),
+  a rational minimax approximation
   accurate to about 4 ulp, evaluated with Horner's rule in blocks that stay in cache
   (`ErfRational`). It runs at a fraction of the cost of the piecewise method and is what
   GELU uses.
@@ -19,13 +20,13 @@ Two ``erf`` methods, by precision:
 from __future__ import annotations
 
 import math
-import threading
 from functools import cache
 
 import numpy as np
 from numpy.polynomial import chebyshev
 
 from torchedge.kernels.portable.bounds import CLIP
+from torchedge.kernels.portable.windows import workspace
 
 __all__ = ["erf", "erfinv", "erf_block32", "ErfRational"]
 
@@ -111,62 +112,73 @@ _Q32 = tuple(
         -1.45660718464996e-05,
     )
 )
-_WORKSPACE = threading.local()
 
 
 class ErfRational:
-    """``clip(xc * P(xc²) / Q(xc²), -bound, bound)`` with ``xc = clip(x, -limit, limit)``, block
-    by block, P and Q given in powers of ``xc²`` (lowest first). The rational approximates an
-    odd function that tends to ``±bound``; at the clamp it may pass it by an ulp, which the
-    second clip removes (GELU's ``x * (1/2 + ratio)`` must be exactly 0 far below -limit).
+    """``xc * P(xc²) / Q(xc²)`` with ``xc = clip(x, -limit, limit)``, block by block, P and Q
+    given in powers of ``xc²`` (lowest first, ``len(p) >= len(q)``). The rational approximates an
+    odd function that tends to ``±bound``; ``limit`` is the float32 clamp where the rational, as
+    evaluated here, reaches ``bound`` exactly, with no value beyond it on the way (checked over
+    every float32 up to it by a test): far out the result is exactly ``±bound`` (GELU's
+    ``x * (1/2 + ratio)`` is exactly 0 or x) with no clip of the ratio.
 
-    Horner's rule on each polynomial, in blocks of `BLOCK` elements: every pass reads and
-    writes blocks that stay in the L2 cache, the coefficients and clip bounds are 0-d arrays
-    (a NumPy number costs a conversion on every call), each clip one pass of NumPy's clip
-    ufunc. Measured on AVX2 with NumPy 2.4 this beats forming the powers of ``xc²`` once and
-    one (2, degree) matrix product by them: the product's M = 2 wastes most of a BLAS kernel."""
+    Both polynomials are divided by Q's leading coefficient, so Q's Horner rule starts with one
+    addition; P's top terms run alone, then the last steps of both as one (2, block) array (half
+    the ufunc calls). In blocks of `BLOCK` elements: every pass reads and writes blocks that stay
+    in the L2 cache, the coefficients and clip bounds are 0-d arrays (a NumPy number costs a
+    conversion on every call). Measured on AVX2 with NumPy 2.4 this beats forming the powers of
+    ``xc²`` once and one (2, degree) matrix product by them: the product's M = 2 wastes most of
+    a BLAS kernel."""
 
     BLOCK = 1 << 15
 
     def __init__(self, p, q, limit: float, bound: float):
-        self.p = [np.array(c, np.float32) for c in reversed(p)]  # highest power first
-        self.q = [np.array(c, np.float32) for c in reversed(q)]
-        self.limit, self.bound = float(limit), float(bound)
-        # the clips' bounds: x to [-limit, limit], the ratio to [-bound, bound]
-        self._clips = tuple(np.array(v, np.float32) for v in (-self.limit, self.limit, -self.bound, self.bound))
+        if len(p) < len(q):
+            raise ValueError("ErfRational needs P of at least Q's degree")
+        top = float(q[-1])
+        p, q = [float(c) / top for c in p], [float(c) / top for c in q]
+        m = len(q) - 1  # Q's degree; Q is now monic
+        # P's Horner steps down to the power m - 1 alone (highest first); then Q's (u + q[m-1])
+        # and both polynomials' steps for the powers m - 2 ... 0 as (2, 1) columns
+        self.p_top = [np.array(c, np.float32) for c in reversed(p[m - 1 :])]
+        self.q_top = np.array(q[m - 1], np.float32)
+        self.joint = [np.array([[p[k]], [q[k]]], np.float32) for k in range(m - 2, -1, -1)]
+        self.limit, self.bound = float(np.float32(limit)), float(bound)
+        self._clips = (np.array(-self.limit, np.float32), np.array(self.limit, np.float32))
 
     def blocks(self, flat: np.ndarray):
         """Yield ``(start, x, ratio)`` per block of the 1-D float32 ``flat``: ``ratio`` (a scratch
-        row, valid until the next block) holds the clipped ``xc * P / Q`` of the block ``x``."""
+        row, valid until the next block) holds ``xc * P / Q`` of the block ``x``."""
         n = flat.size
         if n == 0:
             return
-        state = _WORKSPACE.__dict__
-        rows = state.get("rows")
-        if rows is None:
-            rows = state["rows"] = np.empty((4, self.BLOCK), np.float32)
-        low, high, floor, ceiling = self._clips
+        rows = workspace("rational", (4, self.BLOCK), np.float32)
+        low, high = self._clips
         multiply, add = np.multiply, np.add
         for start in range(0, n, self.BLOCK):
             x = flat[start : start + self.BLOCK]
             m = x.size
-            xc, u, num, den = rows[:, :m]
+            xc, u = rows[0, :m], rows[1, :m]
+            both = rows[2:, :m]
+            num, den = both
             CLIP(x, low, high, out=xc)  # nan stays nan
             multiply(xc, xc, u)
-            for poly, acc in ((self.p, num), (self.q, den)):
-                multiply(u, poly[0], acc)
-                for c in poly[1:-1]:
-                    add(acc, c, acc)
-                    multiply(acc, u, acc)
-                add(acc, poly[-1], acc)
+            multiply(u, self.p_top[0], num)
+            add(num, self.p_top[1], num)
+            for c in self.p_top[2:]:
+                multiply(num, u, num)
+                add(num, c, num)
+            add(u, self.q_top, den)
+            for column in self.joint:
+                multiply(both, u, both)
+                add(both, column, both)
             multiply(num, xc, num)
             np.divide(num, den, num)
-            CLIP(num, floor, ceiling, out=num)
             yield start, x, num
 
 
-# erf(x) on |x| <= 4 (beyond, erf rounds to +-1 in float32)
-_ERF32 = ErfRational(_P32, _Q32, 4.0, 1.0)
+# erf(x) on |x| <= 3.7086334, where the rational reaches 1 (erf rounds to 1 - 2**-24 or 1 there)
+_ERF32 = ErfRational(_P32, _Q32, 3.7086334, 1.0)
 
 
 def erf_block32(block: np.ndarray, out: np.ndarray) -> np.ndarray:

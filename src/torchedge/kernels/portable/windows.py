@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from torchedge.kernels.allocator import aligned_bytes
+
 __all__ = ["output_size", "Taps", "scatter_taps", "row_blocks", "rows_view", "workspace", "release_workspace"]
 
 _BLOCK_ELEMENTS = 1 << 15  # a working set of a few such blocks stays in L2
@@ -33,15 +35,15 @@ _WORKSPACE = threading.local()
 
 
 def workspace(slot: str, shape, dtype) -> np.ndarray:
-    """An uninitialised scratch array, reusing the memory of this thread's ``slot`` (grown
-    as needed). Arrays from one slot overwrite each other: a kernel takes one per slot and
+    """An uninitialised scratch array on a cache line, reusing the memory of this thread's
+    ``slot`` (grown as needed). Arrays from one slot overwrite each other: a kernel takes one per slot and
     never lets it escape."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     pool = _WORKSPACE.__dict__.setdefault("pool", {})
     buffer = pool.get(slot)
     if buffer is None or buffer.nbytes < nbytes:
-        buffer = pool[slot] = np.empty(max(nbytes, 64), np.uint8)
+        buffer = pool[slot] = aligned_bytes(max(nbytes, 64))
     return buffer[:nbytes].view(dtype).reshape(shape)
 
 
