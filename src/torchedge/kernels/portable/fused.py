@@ -116,10 +116,7 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
         out[...] = 0
         return
     heads = query.shape[-2] if interleaved else math.prod(batch)
-    if scale != 1:  # scaled before the product: d values per query instead of sk scores
-        query = np.multiply(query, dtype.type(scale), out=workspace("queries", query.shape, dtype))
     queries, keys, values = (_heads_first(x, heads, interleaved) for x in (query, key, value))
-    shift_free = _shift_free_limit(value, sk)
     masks = None
     if mask is not None:
         shape = (*batch, sq, sk)
@@ -138,7 +135,7 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
             for first in range(0, heads, step):
                 h = slice(first, min(first + step, heads))
                 chunk_mask = None if masks is None else masks[b, h]
-                _attend(queries[b, h], keys[b, h], values[b, h], chunk_mask, shift_free, results[b, h])
+                _attend(queries[b, h], keys[b, h], values[b, h], chunk_mask, scale, results[b, h])
     if not direct:
         write(out, target)
 
@@ -146,47 +143,55 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
 _SCORES_PER_CHUNK = 1 << 17  # 512 KiB of float32 scores
 
 
-def _shift_free_limit(value: np.ndarray, sk: int) -> float:
-    """How far from 0 every score of a chunk may lie for its softmax to skip the per-row shift
-    by the row's maximum: softmax is shift-invariant, and within ``±_SHIFT_FREE`` exp neither
-    overflows (nor does the product of up to ``sk`` weights of at most e^16 with the values)
-    nor leaves a row without a normal-sized weight. 0 (never) for values too large for that."""
-    if value.size == 0:
-        return 0.0
-    with quiet():
-        magnitude = max(float(np.max(value)), -float(np.min(value)))  # nan: never
-    headroom = float(np.finfo(value.dtype).max) / 4
-    return _SHIFT_FREE if magnitude * sk * math.exp(_SHIFT_FREE) <= headroom else 0.0
-
-
+# Within ±16 of 0, exp neither overflows nor leaves a row without a normal-sized weight.
 _SHIFT_FREE = 16.0
 
 
-def _attend(queries, keys, values, mask, shift_free: float, out) -> None:
-    """One chunk of heads: (h, sq, d) scaled queries, (h, sk, d) keys, (h, sk, dv) values into
-    (h, sq, dv) ``out``. The softmax's sum divides the (sq, dv) result instead of the (sq, sk)
-    weights; scores all within ``±shift_free`` skip the shift by each row's maximum (two
-    full reductions instead of a row reduction and a broadcast subtraction)."""
+def _attend(queries, keys, values, mask, scale: float, out) -> None:
+    """One chunk of heads: (h, sq, d) queries, (h, sk, d) keys, (h, sk, dv) values into
+    (h, sq, dv) ``out``. The queries are scaled chunk by chunk (d values per query instead of
+    sk scores, and the scaled chunk is still in the cache for its product). The softmax's sum
+    divides the (sq, dv) result instead of the (sq, sk) weights. Softmax is shift-invariant:
+    scores all within ``±_SHIFT_FREE`` skip the shift by each row's maximum (two full
+    reductions instead of a row reduction and a broadcast subtraction), unless the result is
+    then not finite (values large enough for the unshifted weights to overflow their
+    products, or nan), which redoes the chunk shifted."""
+    if scale != 1:
+        dtype = queries.dtype
+        queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
+    scores = _scores(queries, keys, mask)
+    if -_SHIFT_FREE <= np.min(scores) and np.max(scores) <= _SHIFT_FREE:  # nan: shift
+        _weighted_sum(scores, values, out)
+        if np.isfinite(np.min(out)) and np.isfinite(np.max(out)):
+            return
+        scores = _scores(queries, keys, mask)
+    peak = np.maximum.reduce(scores, axis=2, keepdims=True)
+    empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
+    masked_rows = bool(empty.any())
+    if masked_rows:
+        peak[empty] = 0
+    scores -= peak
+    _weighted_sum(scores, values, out)
+    if masked_rows:
+        out[empty[..., 0]] = 0
+
+
+def _scores(queries, keys, mask) -> np.ndarray:
+    """The (h, sq, sk) scores of a chunk (plus the mask) in this thread's workspace."""
     dtype = queries.dtype
-    h, sq, _ = queries.shape
-    scores = workspace("attention", (h, sq, keys.shape[1]), dtype)
+    scores = workspace("attention", (queries.shape[0], queries.shape[1], keys.shape[1]), dtype)
     np.matmul(queries, keys.transpose(0, 2, 1), out=scores)
     if mask is not None:
         np.add(scores, mask, out=scores, dtype=dtype, casting="unsafe")
-    masked_rows = False
-    if not (shift_free and -shift_free <= np.min(scores) and np.max(scores) <= shift_free):  # nan: shift
-        peak = np.maximum.reduce(scores, axis=2, keepdims=True)
-        empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
-        masked_rows = bool(empty.any())
-        if masked_rows:
-            peak[empty] = 0
-        scores -= peak
+    return scores
+
+
+def _weighted_sum(scores, values, out) -> None:
+    """softmax(scores) @ values into ``out``, the scores' exp taken in place."""
     np.exp(scores, out=scores)
-    total = np.matmul(scores, ones_column(scores.shape[2], dtype))  # row sums
+    total = np.matmul(scores, ones_column(scores.shape[2], scores.dtype))  # row sums
     np.matmul(scores, values, out=out)
     out /= total
-    if masked_rows:
-        out[empty[..., 0]] = 0
 
 
 # -- convolution + batch norm + activation -------------------------------------------------
