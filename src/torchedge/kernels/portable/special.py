@@ -3,7 +3,7 @@
 Two ``erf`` methods, by precision:
 
 * float32 (also used for float16 and bfloat16 results): ``erf(x) = x * P(x²) / Q(x²)`` on
-  ``x`` clamped to ±3.7086 (where the rational reaches ±1; erf is within an ulp of ±1 there),
+  ``x`` clamped to ±3.7086 (where the rational reaches ±1; erf is within 2 ulp of ±1 there),
   a rational minimax approximation
   accurate to about 4 ulp, evaluated with Horner's rule in blocks that stay in cache
   (`ErfRational`). It runs at a fraction of the cost of the piecewise method and is what
