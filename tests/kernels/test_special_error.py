@@ -1,4 +1,5 @@
-"""The error-function family (erfc, special_erfcx, special_ndtri) against eager."""
+"""The error-function family (erfc, special_erfcx, special_ndtri) against eager, and the clamps of
+the float32 erf and GELU rationals."""
 
 from __future__ import annotations
 

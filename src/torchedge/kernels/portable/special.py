@@ -116,11 +116,12 @@ _Q32 = tuple(
 
 class ErfRational:
     """``xc * P(xc²) / Q(xc²)`` with ``xc = clip(x, -limit, limit)``, block by block, P and Q
-    given in powers of ``xc²`` (lowest first, ``len(p) >= len(q)``). The rational approximates an
-    odd function that tends to ``±bound``; ``limit`` is the float32 clamp where the rational, as
-    evaluated here, reaches ``bound`` exactly, with no value beyond it on the way (checked over
-    every float32 up to it by a test): far out the result is exactly ``±bound`` (GELU's
-    ``x * (1/2 + ratio)`` is exactly 0 or x) with no clip of the ratio.
+    given in powers of ``xc²`` (lowest first, ``len(p) >= len(q) >= 2``). The rational
+    approximates an odd function that tends to ``±bound``; ``limit`` is the float32 clamp where
+    the rational, as evaluated here, reaches ``bound`` exactly, with no value beyond it on the
+    way (a test checks every float32 where it comes within about 1e-3 of the bound): far out the
+    result is exactly ``±bound`` (GELU's ``x * (1/2 + ratio)`` is exactly 0 or x) with no clip
+    of the ratio.
 
     Both polynomials are divided by Q's leading coefficient, so Q's Horner rule starts with one
     addition; P's top terms run alone, then the last steps of both as one (2, block) array (half
@@ -133,8 +134,8 @@ class ErfRational:
     BLOCK = 1 << 15
 
     def __init__(self, p, q, limit: float, bound: float):
-        if len(p) < len(q):
-            raise ValueError("ErfRational needs P of at least Q's degree")
+        if not 2 <= len(q) <= len(p):
+            raise ValueError("ErfRational needs Q of degree 1 or more and P of at least Q's degree")
         top = float(q[-1])
         p, q = [float(c) / top for c in p], [float(c) / top for c in q]
         m = len(q) - 1  # Q's degree; Q is now monic
@@ -177,7 +178,7 @@ class ErfRational:
             yield start, x, num
 
 
-# erf(x) on |x| <= 3.7086334, where the rational reaches 1 (erf rounds to 1 - 2**-24 or 1 there)
+# erf(x) on |x| <= 3.7086334, where the rational reaches 1 (erf(3.7086334) rounds to 1 - 2**-24)
 _ERF32 = ErfRational(_P32, _Q32, 3.7086334, 1.0)
 
 
