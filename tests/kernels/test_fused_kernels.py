@@ -100,13 +100,23 @@ def _attention_cases():
         (rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), rand(2, 2, 6, 2, 4), None, 1.0),
         id="attention-interleaved-batch-dims",
     ).param()
-    # scores far outside ±16 (exp would overflow without the shift by each row's maximum), and
-    # scores near 15 with values so large that unshifted weights would overflow their product
+    # where exp on the scores as they are fails, each row shifted by its maximum: scores far
+    # outside exp's range; scores near 15 with values so large that the unshifted weights
+    # overflow their products; rows far below 0 (unshifted weights subnormal); scores near
+    # 88, each weight finite but not their row sums (small values keep the products finite);
+    # a mask of -inf beside moderate scores (no shift needed)
     big = rand(2, 6, 8, low=-10.0, high=10.0)
     near = torch.full((2, 6, 8), math.sqrt(15 / 8)) + rand(2, 6, 8, low=-1e-3, high=1e-3)
+    threes = 3 + torch.round(rand(2, 6, 8, low=-0.05, high=0.05) * 1024) / 1024  # scores near -96, exact
+    edge = torch.full((2, 6, 8), math.sqrt(88 / 8)) + rand(2, 6, 8, low=-1e-4, high=1e-4)
+    holes = rand(2, 6, 6)
+    holes[:, :, 1::2] = -math.inf
     for name, args in [
         ("large-scores", (big, big.flip(1), rand(2, 6, 3), None, 1.0)),
         ("huge-values", (near, near, rand(2, 6, 3, low=1e32, high=2e32), None, 1.0)),
+        ("rows-far-below-zero", (torch.full((2, 6, 8), -4.0), threes, rand(2, 6, 3), None, 1.0)),
+        ("row-sums-overflow", (edge, edge, rand(2, 6, 3, low=1e-3, high=2e-3), None, 1.0)),
+        ("minus-inf-mask", (rand(2, 6, 8), rand(2, 6, 8), rand(2, 6, 3), holes, 1.0)),
     ]:
         yield Case("torchedge_fused::attention.out", _sdpa_decomposition, args, id=f"attention-{name}").param()
     yield Case(

@@ -143,35 +143,40 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
 _SCORES_PER_CHUNK = 1 << 17  # 512 KiB of float32 scores
 
 
-# Within ±16 of 0, exp neither overflows nor leaves a row without a normal-sized weight.
-_SHIFT_FREE = 16.0
+# With every row's sum of unshifted weights at least this (and finite), the largest weight of
+# each row is at least this / sk: far above the subnormals, so the weights lose nothing.
+_ROW_SUM_FLOOR = 2.0**-24
 
 
 def _attend(queries, keys, values, mask, scale: float, out) -> None:
     """One chunk of heads: (h, sq, d) queries, (h, sk, d) keys, (h, sk, dv) values into
     (h, sq, dv) ``out``. The queries are scaled chunk by chunk (d values per query instead of
     sk scores, and the scaled chunk is still in the cache for its product). The softmax's sum
-    divides the (sq, dv) result instead of the (sq, sk) weights. Softmax is shift-invariant:
-    scores all within ``±_SHIFT_FREE`` skip the shift by each row's maximum (two full
-    reductions instead of a row reduction and a broadcast subtraction), unless the result is
-    then not finite (values large enough for the unshifted weights to overflow their
-    products, or nan), which redoes the chunk shifted."""
+    divides the (sq, dv) result instead of the (sq, sk) weights. Softmax is shift-invariant, so
+    exp first runs on the scores as they are, with no pass for each row's maximum: only where a
+    row's sum of weights then lies below `_ROW_SUM_FLOOR` or is not finite (a score past exp's
+    overflow, a row far below 0 or fully masked, nan), or the result is not finite (values whose
+    products with the weights overflow), is the chunk redone with each row shifted by its
+    maximum."""
     if scale != 1:
         dtype = queries.dtype
         queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
     scores = _scores(queries, keys, mask)
-    if -_SHIFT_FREE <= np.min(scores) and np.max(scores) <= _SHIFT_FREE:  # nan: shift
-        _weighted_sum(scores, values, out)
+    np.exp(scores, out=scores)
+    total = _row_sums(scores)
+    if _ROW_SUM_FLOOR <= np.min(total) and np.isfinite(np.max(total)):  # nan: shift
+        _weigh_values(scores, total, values, out)
         if np.isfinite(np.min(out)) and np.isfinite(np.max(out)):
             return
-        scores = _scores(queries, keys, mask)
+    scores = _scores(queries, keys, mask)
     peak = np.maximum.reduce(scores, axis=2, keepdims=True)
     empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
     masked_rows = bool(empty.any())
     if masked_rows:
         peak[empty] = 0
     scores -= peak
-    _weighted_sum(scores, values, out)
+    np.exp(scores, out=scores)
+    _weigh_values(scores, _row_sums(scores), values, out)
     if masked_rows:
         out[empty[..., 0]] = 0
 
@@ -186,11 +191,15 @@ def _scores(queries, keys, mask) -> np.ndarray:
     return scores
 
 
-def _weighted_sum(scores, values, out) -> None:
-    """softmax(scores) @ values into ``out``, the scores' exp taken in place."""
-    np.exp(scores, out=scores)
-    total = np.matmul(scores, ones_column(scores.shape[2], scores.dtype))  # row sums
-    np.matmul(scores, values, out=out)
+def _row_sums(weights) -> np.ndarray:
+    """The (h, sq, 1) sums of each row of weights (a product with ones: NumPy's reductions
+    along short rows are slower)."""
+    return np.matmul(weights, ones_column(weights.shape[2], weights.dtype))
+
+
+def _weigh_values(weights, total, values, out) -> None:
+    """``(weights @ values) / total`` into ``out``."""
+    np.matmul(weights, values, out=out)
     out /= total
 
 
