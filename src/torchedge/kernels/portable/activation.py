@@ -169,9 +169,8 @@ def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
         )
     )
     result = out.reshape(-1) if direct else np.empty(flat.shape, np.float32)
-    half = _HALF
     for start, block, ratio in _GELU32.blocks(flat):
-        ratio += half
+        ratio += _HALF
         np.multiply(ratio, block, out=result[start : start + block.size])
     if not direct:
         write(out, result.reshape(x.shape))

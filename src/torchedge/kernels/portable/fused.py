@@ -26,7 +26,7 @@ import numpy as np
 
 from torchedge.kernels.portable.activation import _gelu_erf_float32
 from torchedge.kernels.portable.bounds import clamp_by_numbers
-from torchedge.kernels.portable.common import check, fail, ones_column, quiet, write
+from torchedge.kernels.portable.common import check, fail, quiet, row_sums, write
 from torchedge.kernels.portable.convolution import conv_forward
 from torchedge.kernels.portable.derived_arrays import derived
 from torchedge.kernels.portable.linear_algebra import product_shape
@@ -163,7 +163,7 @@ def _attend(queries, keys, values, mask, scale: float, out) -> None:
         queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
     scores = _scores(queries, keys, mask)
     np.exp(scores, out=scores)
-    total = _row_sums(scores)
+    total = row_sums(scores)
     if _ROW_SUM_FLOOR <= np.min(total) and np.isfinite(np.max(total)):  # nan: shift
         _weigh_values(scores, total, values, out)
         if np.isfinite(np.min(out)) and np.isfinite(np.max(out)):
@@ -176,7 +176,7 @@ def _attend(queries, keys, values, mask, scale: float, out) -> None:
         peak[empty] = 0
     scores -= peak
     np.exp(scores, out=scores)
-    _weigh_values(scores, _row_sums(scores), values, out)
+    _weigh_values(scores, row_sums(scores), values, out)
     if masked_rows:
         out[empty[..., 0]] = 0
 
@@ -189,12 +189,6 @@ def _scores(queries, keys, mask) -> np.ndarray:
     if mask is not None:
         np.add(scores, mask, out=scores, dtype=dtype, casting="unsafe")
     return scores
-
-
-def _row_sums(weights) -> np.ndarray:
-    """The (h, sq, 1) sums of each row of weights (a product with ones: NumPy's reductions
-    along short rows are slower)."""
-    return np.matmul(weights, ones_column(weights.shape[2], weights.dtype))
 
 
 def _weigh_values(weights, total, values, out) -> None:

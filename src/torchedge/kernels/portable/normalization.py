@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, result_type
-from torchedge.kernels.portable.common import check, fail, finish, ones_column, quiet, scratch, write
+from torchedge.kernels.portable.common import check, fail, finish, quiet, row_sums, scratch, write
 from torchedge.kernels.portable.shape_rules import masked
 from torchedge.kernels.registry import register_kernel
 
@@ -116,7 +116,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     with quiet():
         # Row sums as a BLAS product with ones and row dot products as one vectorised pass:
         # NumPy's reductions over short rows are several times slower.
-        mean = np.matmul(x, ones_column(width, acc))
+        mean = row_sums(x)
         mean /= width
         centred = np.subtract(x, mean, out=out0.reshape(x.shape) if direct else None)
         variance = _row_dots(centred)[:, None]
