@@ -18,10 +18,13 @@ class EdgeCompileConfig:
     ``fold_constants`` evaluates subgraphs that depend only on weights and literals
     at compile time (for example weight transposes) and stores their results; inference
     batch norms after a convolution and even zero padding before it fold into it first.
+    ``narrow_rows`` computes only the rows a select or slice reads (`NarrowRowsPass`): a ViT
+    or BERT classifier runs its last block for the one token its head reads.
     """
 
     _check_ir_validity: bool = True
     fold_constants: bool = True
+    narrow_rows: bool = True
 
 
 @dataclass

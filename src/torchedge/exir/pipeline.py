@@ -33,6 +33,7 @@ from torchedge.exir.passes.dense_outputs import DenseOutputsPass
 from torchedge.exir.passes.functional_twins import FunctionalTwinsPass
 from torchedge.exir.passes.kernel_fusion import fusion_passes
 from torchedge.exir.passes.mutable_state import MutableStatePass, check_mutations
+from torchedge.exir.passes.narrow_rows import NarrowRowsPass
 from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.symbolic import bound_data_dependent_sizes, upper_bound_shape
 from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
@@ -151,6 +152,11 @@ def _when_folding(fn: Callable[[MethodState], None]) -> Callable[[MethodState], 
     return run
 
 
+def _narrow_rows(state: MethodState) -> None:
+    if state.config.narrow_rows:
+        _graph_pass(lambda s: NarrowRowsPass())(state)
+
+
 def _fold_into_convolutions(state: MethodState) -> None:
     fold_into_convolutions(state.program.graph_module, constant_input_names(state.program))
 
@@ -182,6 +188,12 @@ EDGE_STAGES = (
         "ScalarToTensorPass",
         "Python scalars and run-time sizes in Tensor positions become 0-d tensors",
         _graph_pass(lambda s: ScalarToTensorPass()),
+    ),
+    Stage(
+        "NarrowRowsPass",
+        "a select or slice moves before the operators whose rows it reads, so only those rows "
+        "are computed (a classifier's last block for its one token; with `narrow_rows`)",
+        _narrow_rows,
     ),
     Stage(
         "DebugHandlePass",
