@@ -10,10 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from tests.conftest import assert_matches, torch_outputs
 from torchedge.exir import to_edge
 from torchedge.exir.config import EdgeCompileConfig
+from torchedge.exir.passes.narrow_rows import narrow_rows
 from torchedge.runtime import Runtime
 
 aten = torch.ops.aten
@@ -199,3 +201,20 @@ def test_dynamic_shapes_are_left_alone():
     for n in (3, 9):
         x = torch.randn(1, n, 8)
         assert_matches(got.execute([x.numpy()]), torch_outputs(model, (x,)), tol=1e-5)
+
+
+def test_an_operator_that_writes_into_an_input_is_left_whole():
+    """Edge graphs are functional, but a user pass could leave ``add_``: cutting its input would
+    move the write onto a copy."""
+
+    def f(x, y):
+        z = x * 2
+        z.add_(y)
+        return z[:, 0]
+
+    graph = make_fx(f, tracing_mode="fake")(torch.randn(2, 5, 3), torch.randn(2, 5, 3)).graph
+    (select,) = (n for n in graph.nodes if n.target is aten.select.int)
+    select.target = aten.select_copy.int
+    assert not narrow_rows(graph)
+    (write,) = (n for n in graph.nodes if n.target is aten.add_.Tensor)
+    assert tuple(write.meta["val"].shape) == (2, 5, 3)

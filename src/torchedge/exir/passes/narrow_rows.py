@@ -102,7 +102,7 @@ def _reduction(node, dim, start, stop, cut):
     """A reduction over other dims; with keepdim False the output dims skip the reduced ones."""
     rank = len(_shape(node.args[0]))
     reduced = node.args[1] if len(node.args) > 1 else None
-    if reduced is None or reduced == []:
+    if reduced is None or (not isinstance(reduced, int) and len(reduced) == 0):  # none: every dim
         return None
     reduced = {d % rank for d in ([reduced] if isinstance(reduced, int) else reduced)}
     keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
@@ -197,6 +197,9 @@ _LAYER_NORM = _normalised_over(lambda node: len(_shape(node.args[0])) - len(node
 
 
 def _rule(node: torch.fx.Node) -> Rule | None:
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None and schema.is_mutable:  # a write into an input: its rows are all its own
+        return None
     rule = _RULES.get(node.target)
     if rule is not None:
         return rule
