@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from tests.conftest import assert_matches, torch_outputs
+from tests.conftest import assert_matches, executorch_run, torch_outputs
 from torchedge.exir import to_edge
 from torchedge.exir.config import EdgeCompileConfig
 from torchedge.exir.passes.narrow_rows import narrow_rows
@@ -97,6 +97,14 @@ def test_a_classifier_runs_its_last_block_for_the_token_its_head_reads():
     assert [shape[1] for shape in _shapes(edge, aten.native_layer_norm.default)] == [7, 1, 1]
     assert all(shape[-2] == 1 for shape in _shapes(edge, aten._softmax.default))
     _check_results(model, inputs, edge)
+
+
+def test_the_narrowed_program_runs_in_executorch():
+    """The rewrite uses core ATen operators only (``slice_copy``): ExecuTorch runs it too."""
+    torch.manual_seed(0)
+    model, inputs = Block().eval(), (torch.randn(1, 7, 16),)
+    program = _lower(model, inputs).to_executorch()
+    assert_matches(executorch_run(program.buffer, inputs), torch_outputs(model, inputs), tol=1e-5)
 
 
 def test_switched_off_the_program_computes_every_row():
