@@ -7,6 +7,8 @@ against eager."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -78,11 +80,9 @@ def _shapes(edge, target) -> list[tuple]:
 
 
 def _check_results(model, inputs, edge):
-    double = model.double()
-    wide = tuple(x.double() for x in inputs)
+    double, wide = copy.deepcopy(model).double(), tuple(x.double() for x in inputs)
     program = to_edge(torch.export.export(double, wide), compile_config=EdgeCompileConfig(narrow_rows=True))
     assert_matches(torch_outputs(program.exported_program().module(), wide), torch_outputs(double, wide), tol=1e-12)
-    model.float()
     got = Runtime.get().load_program(edge.to_executorch().buffer).load_method("forward")
     assert_matches(got.execute([x.numpy() for x in inputs]), torch_outputs(model, inputs), tol=1e-5)
 
