@@ -45,7 +45,10 @@ def time_calls(
     """Call each function ``warmup`` times, then time it in ``repeat`` rounds.
 
     Each round times every function once, so drift in machine speed (other
-    processes, frequency changes) hits all of them alike. A sample is one call,
+    processes, frequency changes) hits all of them alike, starting one function
+    later than the round before: each function follows each other one equally
+    often (a function timed right after a large one finds the caches cold, and a
+    fixed order would charge that to one function only). A sample is one call,
     or with ``batch_seconds`` > 0 the mean of as many calls as take about that
     long (for functions of microseconds, where timer resolution and per-call
     noise would dominate).
@@ -54,13 +57,17 @@ def time_calls(
         raise InputError(f"repeat must be at least 1, got {repeat}")
     if warmup < 0:
         raise InputError(f"warmup must be at least 0, got {warmup}")
+    if not fns:
+        return {}
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     batches = {name: _batch_size(fn, batch_seconds) for name, fn in fns.items()}
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
+    order = list(fns.items())
+    for round_index in range(repeat):
+        shift = round_index % len(order)
+        for name, fn in order[shift:] + order[:shift]:
             n = batches[name]
             start = time.perf_counter()
             for _ in range(n):
