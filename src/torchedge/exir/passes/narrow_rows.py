@@ -19,6 +19,7 @@ definition (`_RULES`, and every ATen operator tagged pointwise that draws no ran
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 
@@ -66,18 +67,23 @@ def _rows(cut: torch.fx.Node) -> tuple[int, int, int] | None:
     return (dim, start, stop) if 0 <= start < stop <= size and stop - start < size else None
 
 
+def _cut_broadcast(arg, rank: int, dim: int, cut):
+    """``arg`` as broadcast against a result of ``rank`` dims: cut along its dim matching
+    ``dim``, left whole where it lacks that dim or has it as 1."""
+    shape = _shape(arg)
+    arg_dim = dim - (rank - len(shape))
+    return arg if arg_dim < 0 or shape[arg_dim] == 1 else cut(arg, arg_dim)
+
+
 def _pointwise(node, dim, start, stop, cut):
     """Elementwise with broadcasting: every input that has the dim (not as 1) is cut too."""
     rank = len(_shape(node))
-
-    def narrowed(arg):
-        if not (isinstance(arg, torch.fx.Node) and isinstance(meta_val(arg), torch.Tensor)):
-            return arg
-        shape = _shape(arg)
-        arg_dim = dim - (rank - len(shape))
-        return arg if arg_dim < 0 or shape[arg_dim] == 1 else cut(arg, arg_dim)
-
-    return tuple(narrowed(a) for a in node.args)
+    return tuple(
+        _cut_broadcast(a, rank, dim, cut)
+        if isinstance(a, torch.fx.Node) and isinstance(meta_val(a), torch.Tensor)
+        else a
+        for a in node.args
+    )
 
 
 def _first_input(node, dim, start, stop, cut):
@@ -114,20 +120,13 @@ def _reduction(node, dim, start, stop, cut):
 def _view(node, dim, start, stop, cut):
     """A reshape keeping the dim whole: the same size, and the same number of elements before it."""
     source, shape = _shape(node.args[0]), _shape(node)
-    before = _product(shape[:dim])
+    before = math.prod(shape[:dim])
     for source_dim, size in enumerate(source):
-        if size == shape[dim] and _product(source[:source_dim]) == before:
+        if size == shape[dim] and math.prod(source[:source_dim]) == before:
             new_shape = list(shape)
             new_shape[dim] = stop - start
             return (cut(node.args[0], source_dim), new_shape)
     return None
-
-
-def _product(sizes) -> int:
-    total = 1
-    for s in sizes:
-        total *= s
-    return total
 
 
 def _permute(node, dim, start, stop, cut):
@@ -137,12 +136,8 @@ def _permute(node, dim, start, stop, cut):
 
 def _expand(node, dim, start, stop, cut):
     sizes = list(node.args[1])
-    source = _shape(node.args[0])
-    source_dim = dim - (len(sizes) - len(source))
     sizes[dim] = stop - start
-    if source_dim < 0 or source[source_dim] == 1:
-        return (node.args[0], sizes)
-    return (cut(node.args[0], source_dim), sizes)
+    return (_cut_broadcast(node.args[0], len(sizes), dim, cut), sizes)
 
 
 def _matrix_rows(first: int) -> Rule:
@@ -159,9 +154,7 @@ def _matrix_rows(first: int) -> Rule:
         else:
             return None
         if first == 1:  # addmm's bias broadcasts against the product
-            bias = _shape(args[0])
-            if len(bias) == 2 and bias[0] != 1:
-                args[0] = cut(args[0], 0)
+            args[0] = _cut_broadcast(args[0], 2, dim, cut)
         return tuple(args)
 
     return rule
