@@ -19,7 +19,7 @@ def cmd_check(args) -> int:
 
     model, inputs, program = compile_model(args.model, args.dynamic)
     stage(f".pte is {len(program.buffer):,} bytes; loading it with the NumPy runtime")
-    method = Runtime.get().load_program(program.buffer).load_method("forward", num_threads=args.threads)
+    method = Runtime.get().load_program(program.buffer).load_method("forward", num_threads=args.threads, fuse=args.fuse)
     ok = True
     with torch_threads(method.num_threads):  # compare like with like: eager gets the runtime's threads
         for sized in _sizes_to_check(inputs, args.dynamic):

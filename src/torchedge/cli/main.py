@@ -19,6 +19,7 @@ from torchedge.cli.info import cmd_inspect, cmd_kernels
 from torchedge.cli.options import (
     add_debug_option,
     add_dynamic_option,
+    add_fuse_option,
     add_threads_option,
     non_negative_float,
     non_negative_int,
@@ -112,6 +113,7 @@ def _add_commands(sub) -> None:
     p.add_argument("--repeat", type=positive_int, default=10, help="timed runs after the first (default: 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
     add_threads_option(p)
+    add_fuse_option(p)
     p.set_defaults(fn=cmd_run)
 
     p = sub.add_parser(
@@ -131,6 +133,7 @@ def _add_commands(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     add_threads_option(p, "; with --model, also PyTorch's")
+    add_fuse_option(p)
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("profile", help="time every instruction of a .pte: operators by total time, ETDump, trace")
@@ -178,6 +181,7 @@ def _add_commands(sub) -> None:
         help="largest error allowed, relative to the largest |eager output| (default: 1e-4)",
     )
     add_threads_option(p, "; PyTorch eager gets as many")
+    add_fuse_option(p)
     add_dynamic_option(p, " (also checked at MIN and MAX)")
     p.set_defaults(fn=cmd_check)
 

@@ -78,6 +78,16 @@ def add_threads_option(p: argparse.ArgumentParser, extra: str = "") -> None:
     )
 
 
+def add_fuse_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-fuse",
+        dest="fuse",
+        action="store_false",
+        help="run every instruction as written (default: attention, padded convolutions and max pools "
+        "whose indices nobody reads run as fused kernels where the program's dataflow proves it exact)",
+    )
+
+
 def add_dynamic_option(p: argparse.ArgumentParser, extra: str = "") -> None:
     p.add_argument(
         "--dynamic",

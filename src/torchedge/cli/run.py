@@ -21,7 +21,7 @@ def cmd_run(args) -> int:
 
     if _is_bundled_program(args.pte):
         return _verify_bundled_program(args)
-    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads)
+    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads, fuse=args.fuse)
     inputs = load_inputs(args, method.meta)
     outputs = method.execute(inputs)
     for i, out in enumerate(outputs):
@@ -72,7 +72,7 @@ def cmd_bench(args) -> int:
     """Time a .pte on the NumPy runtime (and a built-in model in PyTorch eager beside it)."""
     from torchedge.runtime import Runtime
 
-    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads)
+    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads, fuse=args.fuse)
     inputs = load_inputs(args, method.meta)
     sides = {"torchedge": lambda: method.execute(inputs)}
     if args.model is None:

@@ -18,6 +18,7 @@ from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.portable.common import quiet_run
 from torchedge.kernels.registry import get_kernel
 from torchedge.runtime.backend import RUNTIME_PROFILING, get_backend
+from torchedge.runtime.fusion import Dataflow, fuse_steps
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.method_meta import MethodMeta
@@ -44,6 +45,10 @@ class Method:
     """``num_threads``: the threads its kernels use (None: `DEFAULT_NUM_THREADS`); when given, it
     is also passed to its delegates, overriding their compile-time thread settings.
 
+    ``fuse``: run groups of the program's instructions as torchedge's fused kernels where the
+    method's dataflow proves it exact (`torchedge.runtime.fusion`; never while tracing, so
+    that every event and logged output is an instruction's own).
+
     ``max_backward_jumps``: how many backward jumps (loop iterations) one run may take before it
     stops with a `KernelError`, so that a corrupt loop condition cannot hang the caller.
     """
@@ -61,6 +66,7 @@ class Method:
         num_threads: int | None = None,
         named_data: NamedDataMap | None = None,
         tracer: EventTracer | None = None,
+        fuse: bool = True,
     ):
         self.name = plan.name
         self._tracer = tracer
@@ -90,6 +96,10 @@ class Method:
         # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
         self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
         self._steps = [compiler.compile(pc, ins) for pc, ins in enumerate(instructions)]
+        if fuse and tracer is None and kernel_lookup is get_kernel and Dataflow.supports(self._steps, self._values):
+            shared = [self.memory.arena(memory_id) for memory_id in (shared_memory or {})]
+            flow = Dataflow(self._steps, self._values, self._inputs, self._outputs, self.memory.arenas, shared)
+            self._steps = fuse_steps(flow)
         if tracer is not None:
             from torchedge.runtime.event_tracer import traced_steps  # tracing code loads only when used
 

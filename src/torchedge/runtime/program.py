@@ -71,28 +71,33 @@ class Program:
         return plan
 
     def load_method(
-        self, name: str = "forward", max_arena_bytes: int | None = None, num_threads: int | None = None
+        self,
+        name: str = "forward",
+        max_arena_bytes: int | None = None,
+        num_threads: int | None = None,
+        fuse: bool = True,
     ) -> Method:
         """Allocate the method's planned memory and resolve its kernels and delegates.
 
         Mutable buffers start from their initial values, except state this method shares
         with another loaded method of the program (see `torchedge.runtime.shared_state`).
         ``num_threads`` overrides the program's (the runtime's) thread count for this method.
+        ``fuse=False`` runs every instruction as written (no load-time fusion: see `Method`).
         """
         plan = self._plan(name)
         if num_threads is None:
             num_threads = self._num_threads
         tracer = self._tracer
         if tracer is None:
-            return self._load_method(plan, max_arena_bytes, num_threads)
+            return self._load_method(plan, max_arena_bytes, num_threads, fuse)
         with tracer.span("Program::load_method"):
-            return self._load_method(plan, max_arena_bytes, num_threads)
+            return self._load_method(plan, max_arena_bytes, num_threads, fuse)
 
-    def _load_method(self, plan, max_arena_bytes: int | None, num_threads: int | None) -> Method:
+    def _load_method(self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse: bool) -> Method:
         shared, live = self._shared_state.arenas_for(plan, max_arena_bytes)
         args = (plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data)
         if self._tracer is None:
-            return Method(*args)
+            return Method(*args, fuse=fuse)
         with self._tracer.span("Method::init"):
             return Method(*args, tracer=self._tracer)
 

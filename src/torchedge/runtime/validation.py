@@ -139,14 +139,18 @@ def _check_indices_and_outs(
         return written
     # An out variant: its last kernel argument is an out (an in-place op's first argument is its out),
     # and so is the slot of its return, when the instruction gives one.
-    base = name.split("::")[-1].split(".")[0]
-    in_place = base.endswith("_") and not base.endswith("__")  # add_ writes self; __rshift__ is an operator name
-    out = 0 if in_place else kernel.num_args - 1
+    out = 0 if writes_self(name) else kernel.num_args - 1
     _check_writable_tensor(values, indices[out], where, f"argument {out} (an out)")
     if len(indices) > kernel.num_args:
         _check_writable_tensor(values, written, where, "return value")
         _check_return_is_out(where, indices[: kernel.num_args], out, written, values)
     return written
+
+
+def writes_self(name: str) -> bool:
+    """Whether ``name`` is an in-place operator (``add_``: it writes its first argument, which it also reads)."""
+    base = name.split("::")[-1].split(".")[0]
+    return base.endswith("_") and not base.endswith("__")  # __rshift__ is an operator name
 
 
 def _check_return_is_out(where: str, args: list[int], out: int, ret: int, values: ValueTable) -> None:

@@ -10,6 +10,7 @@ at a time in blocks.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.pooling_geometry import (
+    DIRECT_TAPS,
     as_2d,
     batched,
     check_input,
@@ -29,13 +31,15 @@ from torchedge.kernels.portable.pooling_reduction import (
     MaxRule,
     max_blocks,
     max_direct,
+    max_values_direct,
+    max_values_strided,
     reduce_windows,
     sum_blocks,
     sum_direct,
 )
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["max_pool_with_indices", "avg_pool"]
+__all__ = ["max_pool_with_indices", "max_pool_values", "avg_pool"]
 
 
 def _check_out_size(op: str, dims: int, out, size: tuple) -> None:
@@ -46,7 +50,20 @@ def _check_out_size(op: str, dims: int, out, size: tuple) -> None:
 def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
     """Max over each window; indices are flat offsets into the input's spatial dims, chosen
     by ATen's rule (`MaxRule`); padding is never taken."""
-    x, out, indices = batched(op, self, dims, out, indices)
+    _max_pool(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices)
+
+
+def max_pool_values(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out):
+    """`max_pool_with_indices` without the indices, for programs that never read them (the
+    runtime's step fusion): tap by tap, one maximum per tap instead of four passes."""
+    _max_pool(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, None)
+
+
+def _max_pool(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
+    if indices is None:
+        x, out = batched(op, self, dims, out)
+    else:
+        x, out, indices = batched(op, self, dims, out, indices)
     check(category(x.dtype) >= 1, op, f"max pooling is not implemented for {x.dtype}")
     kernel, stride, padding, dilation, size = pool_geometry(
         op, x, dims, kernel_size, stride, padding, dilation, ceil_mode
@@ -54,11 +71,17 @@ def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation
     _check_out_size(op, dims, out, size)
     if out.size == 0:
         return
+    if indices is None and _strided_taps(x, kernel, stride, padding, dilation, size):
+        max_values_strided(x, kernel, stride, size, out)
+        return
     acc = accumulate_dtype(x.dtype)
     floating = category(acc) >= 2
     rule = MaxRule(-np.inf if floating else np.iinfo(acc).min, floating and bool(np.isnan(x).any()))
     windows = pool_windows(x.shape[2:], kernel, stride, padding, dilation, size)
     with quiet():
+        if windows.direct is not None and indices is None:
+            max_values_direct(x, windows.direct, rule.lowest, acc, out)
+            return
         if windows.direct is not None:
             max_direct(x, windows.direct, rule, windows.first, acc, out, indices)
             return
@@ -69,7 +92,19 @@ def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation
         )
         np.copyto(index, np.broadcast_to(windows.first, index.shape), where=values == rule.lowest)
     write(out, values.reshape(out.shape))
-    write(indices, index.reshape(indices.shape))
+    if indices is not None:
+        write(indices, index.reshape(indices.shape))
+
+
+def _strided_taps(x, kernel, stride, padding, dilation, size) -> bool:
+    """Whether every window lies inside the input with its taps adjacent (no padding or
+    dilation), and there are few taps: each tap of every window is then one strided view."""
+    return (
+        not any(padding)
+        and all(d == 1 for d in dilation)
+        and all((n - 1) * s + k <= i for n, s, k, i in zip(size, stride, kernel, x.shape[2:]))
+        and math.prod(kernel) <= DIRECT_TAPS
+    )
 
 
 def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out):

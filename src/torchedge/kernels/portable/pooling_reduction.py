@@ -14,6 +14,7 @@ Two strategies, as `pooling_geometry` lays the windows out:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,17 @@ from torchedge.kernels.portable.common import write
 from torchedge.kernels.portable.pooling_geometry import Axis, Blocks, Direct
 from torchedge.kernels.portable.windows import rows_view, workspace
 
-__all__ = ["MaxRule", "max_direct", "sum_direct", "max_blocks", "sum_blocks", "reduce_windows", "range_sums"]
+__all__ = [
+    "MaxRule",
+    "max_direct",
+    "max_values_direct",
+    "max_values_strided",
+    "sum_direct",
+    "max_blocks",
+    "sum_blocks",
+    "reduce_windows",
+    "range_sums",
+]
 
 
 @dataclass(frozen=True)
@@ -92,15 +103,37 @@ def max_direct(x: np.ndarray, direct: Direct, rule: MaxRule, first_valid: np.nda
 
 def sum_direct(x: np.ndarray, direct: Direct, dtype, divide, out) -> None:
     """Window sums tap by tap over the flat runs of `Taps`, each block divided by ``divide``."""
-    taps = direct.taps(x, 0, dtype)
+    _reduce_direct(x, direct, 0, dtype, np.add, divide, out)
+
+
+def max_values_direct(x: np.ndarray, direct: Direct, lowest, dtype, out) -> None:
+    """Window maxima tap by tap, without indices (a nan in a window propagates, as `MaxRule` takes it)."""
+    _reduce_direct(x, direct, lowest, dtype, np.maximum, lambda block, result: np.copyto(result, block), out)
+
+
+def max_values_strided(x: np.ndarray, kernel: tuple, stride: tuple, size: tuple, out) -> None:
+    """Window maxima of unpadded windows inside ``x`` (batch, channels, *spatial), each tap a
+    strided view of the input: one `np.maximum` per tap, straight into ``out``."""
+    for number, tap in enumerate(itertools.product(*(range(k) for k in kernel))):
+        view = x[(Ellipsis,) + tuple(slice(t, t + s * (n - 1) + 1, s) for t, s, n in zip(tap, stride, size))]
+        if number == 0:
+            np.copyto(out, view)
+        else:
+            np.maximum(out, view, out=out)
+
+
+def _reduce_direct(x: np.ndarray, direct: Direct, fill, dtype, ufunc, finish, out) -> None:
+    """``ufunc`` over every window's taps (the padding reads ``fill``), block of rows by block of
+    rows; ``finish(block, result)`` writes each block's reductions into the result."""
+    taps = direct.taps(x, fill, dtype)
     result = _target(out, taps, dtype)
     total = workspace("blocks", (taps.blocks()[0].stop * taps.pitch,), dtype)
     for rows in taps.blocks():
         block = total[: taps.run_length(rows)]
         np.copyto(block, taps.run(0, rows))
         for t in range(1, taps.count):
-            block += taps.run(t, rows)
-        divide(taps.grid(block), result[rows])
+            ufunc(block, taps.run(t, rows), out=block)
+        finish(taps.grid(block), result[rows])
     _finish(out, result)
 
 
