@@ -2,9 +2,10 @@
 
 Prints latency (medians; sides timed in alternating rounds, each ratio the median of the
 rounds' ratios; one thread unless --threads: torchedge's kernels and eager get that many,
-ExecuTorch's portable kernels run on one) of the default program (runs on ExecuTorch too) and
-of the one with torchedge's fused kernels (``fuse_kernels=True``), ratios, planned memory bytes
-and `.pte` sizes. ``--load N`` keeps N other processes busy meanwhile (a machine someone else
+ExecuTorch's portable kernels run on one) of the default program (runs on ExecuTorch too; loaded
+as users load it, fused at load, and with ``fuse=False``, every instruction as written) and of
+the one with torchedge's fused kernels (``fuse_kernels=True``), ratios, planned memory bytes and
+`.pte` sizes. ``--load N`` keeps N other processes busy meanwhile (a machine someone else
 is using).
 Usage: python benchmarks/models.py [model ...] [--repeat ROUNDS] [--threads N] [--load N]
 """
@@ -38,6 +39,7 @@ def bench(name: str, repeat: int, threads: int) -> list:
 
     runtime = Runtime.get(num_threads=threads)
     method = runtime.load_program(ours.buffer).load_method("forward")
+    unfused_method = runtime.load_program(ours.buffer).load_method("forward", fuse=False)
     fused_method = runtime.load_program(fused.buffer).load_method("forward")
     np_inputs = [t.numpy() for t in inputs]
     et_method = ETRuntime.get().load_program(theirs.buffer).load_method("forward")
@@ -45,6 +47,7 @@ def bench(name: str, repeat: int, threads: int) -> list:
     timings = _common.time_calls(
         {
             "ours": lambda: method.execute(np_inputs),
+            "unfused": lambda: unfused_method.execute(np_inputs),
             "fused": lambda: fused_method.execute(np_inputs),
             "eager": torch.no_grad()(lambda: model(*inputs)),
             "et": lambda: et_method.execute(list(inputs)),
@@ -69,6 +72,7 @@ def bench(name: str, repeat: int, threads: int) -> list:
         f"{t_eager * 1e3:.2f}",
         f"{t_et * 1e3:.2f}",
         f"{ratio(timings['ours'], timings['eager']):.2f}",
+        f"{ratio(timings['unfused'], timings['eager']):.2f}",
         f"{ratio(timings['fused'], timings['eager']):.2f}",
         f"{ratio(timings['ours'], timings['et']):.3f}",
         f"{ours_mem:,}",
@@ -98,6 +102,7 @@ def main() -> None:
             "eager ms",
             "ExecuTorch ms",
             "te/eager",
+            "unfused/eager",
             "fused/eager",
             "te/ET",
             "te planned B",

@@ -33,10 +33,10 @@ def _labels(method) -> list[str]:
     return [step.label for step in method._steps if step.kind != NOP]
 
 
-def _check(model, inputs, fused_attention=0, fused_pools=0, padded=0, copy_chains=None, tol=1e-5):
+def _check(model, inputs, fused_attention=0, fused_pools=0, padded=0, copy_chains=None, linear=(), tol=1e-5):
     """Compile ``model``, check how many groups load fusion replaced (``copy_chains``: the labels
-    of the fused chains of copies, when given) and that fused, unfused and eager agree; returns
-    the fused method and the program."""
+    of the fused chains of copies, when given; ``linear``: the activations fused into linear
+    layers) and that fused, unfused and eager agree; returns the fused method and the program."""
     model = model.eval()
     buffer = torchedge_compile(model, inputs).buffer
     fused, plain = _methods(buffer)
@@ -44,6 +44,7 @@ def _check(model, inputs, fused_attention=0, fused_pools=0, padded=0, copy_chain
     assert labels.count(ATTENTION) == fused_attention
     assert labels.count(POOL) == fused_pools
     assert labels.count(PAD) == padded
+    assert [label.split("(")[1].split(",")[0] for label in labels if "linear_act" in label] == list(linear)
     if copy_chains is not None:
         assert [label for label in labels if label.endswith("(fused at load)") and "copy" in label] == copy_chains
     arrays = [t.numpy() for t in inputs]
@@ -302,3 +303,33 @@ def test_a_broadcasting_expand_ends_the_chain_before_it():
             return x.t().contiguous().expand(3, 4, 2) + 1
 
     _check(Broadcast(), (torch.randn(2, 4),), copy_chains=["permute_copy.out + _clone_dim_order.out (fused at load)"])
+
+
+class Mlp(nn.Module):
+    """Linear layers with each activation (silu as core ATen writes it: ``x * sigmoid(x)``)."""
+
+    def __init__(self, activation, bias=True, read_twice=False):
+        super().__init__()
+        self.up, self.down = nn.Linear(8, 32, bias=bias), nn.Linear(32, 8)
+        self.activation, self.read_twice = activation, read_twice
+
+    def forward(self, x):
+        h = self.up(x)
+        y = self.down(self.activation(h))
+        return (y, h.sum()) if self.read_twice else y
+
+
+def test_activations_fuse_into_their_linear_layer():
+    torch.manual_seed(12)
+    x = torch.randn(2, 5, 8)
+    _check(Mlp(nn.functional.gelu), (x,), linear=["gelu"])
+    _check(Mlp(torch.relu, bias=False), (x,), linear=["relu"])
+    _check(Mlp(nn.functional.silu), (x,), linear=["silu"])
+    _check(Mlp(nn.functional.silu).double(), (x.double(),), linear=["silu"], tol=1e-12)
+
+
+def test_activations_the_kernel_does_not_compute_stay():
+    torch.manual_seed(13)
+    x = torch.randn(2, 5, 8)
+    _check(Mlp(lambda h: nn.functional.gelu(h, approximate="tanh")), (x,), linear=[])
+    _check(Mlp(torch.relu, read_twice=True), (x,), linear=[])  # the product is read elsewhere

@@ -32,7 +32,12 @@ from torchedge.kernels.registry import registering_module
 from torchedge.runtime.fusion.attention import fused_attention
 from torchedge.runtime.fusion.copies import PERMUTE, copy_chain
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.layers import max_pool_values_only, padded_convolution
+from torchedge.runtime.fusion.layers import (
+    LINEAR_ACTIVATIONS,
+    linear_activation,
+    max_pool_values_only,
+    padded_convolution,
+)
 from torchedge.runtime.fusion.matching import PLAIN_COPIES
 from torchedge.runtime.steps import KERNEL, NOP, Step
 
@@ -66,6 +71,7 @@ def _portable(label: str) -> bool:
 _RULES = [
     (("aten::bmm.out",), fused_attention),
     (("aten::convolution.out",), padded_convolution),
+    (tuple(LINEAR_ACTIVATIONS), linear_activation),
     (("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"), max_pool_values_only),
     ((PERMUTE, *PLAIN_COPIES), copy_chain),
 ]
