@@ -56,3 +56,19 @@ def test_bad_dynamic_spec_is_a_usage_error(capsys):
         main(["export", "mlp", "--dynamic", "0:1"])
     assert exit_info.value.code == 2
     assert "INPUT:DIM:MIN:MAX" in capsys.readouterr().err
+
+
+def test_no_fuse_runs_every_instruction_as_written(tmp_path, capsys, monkeypatch):
+    import torchedge.runtime.method as method_module
+
+    fused = []
+    original = method_module.fuse_steps
+    monkeypatch.setattr(method_module, "fuse_steps", lambda flow: fused.append(1) or original(flow))
+    pte = tmp_path / "mlp.pte"
+    assert main(["export", "mlp", "-o", str(pte)]) == 0
+    assert main(["run", str(pte), "--repeat", "1", "--no-fuse"]) == 0
+    assert main(["bench", str(pte), "--repeat", "1", "--no-fuse"]) == 0
+    assert not fused
+    assert main(["run", str(pte), "--repeat", "1"]) == 0
+    assert fused
+    assert "output 0: float32 [4, 10]" in capsys.readouterr().out

@@ -21,7 +21,6 @@ from torchedge.runtime.steps import NOP
 
 ATTENTION = "torchedge_fused::attention.out (fused at load)"
 POOL = "aten::max_pool2d_with_indices.out (values only)"
-PAD = "aten::convolution.out (padding fused at load)"
 
 
 def _methods(buffer: bytes):
@@ -33,17 +32,18 @@ def _labels(method) -> list[str]:
     return [step.label for step in method._steps if step.kind != NOP]
 
 
-def _check(model, inputs, fused_attention=0, fused_pools=0, padded=0, copy_chains=None, linear=(), tol=1e-5):
+def _check(model, inputs, fused_attention=0, fused_pools=0, convolutions=(), copy_chains=None, linear=(), tol=1e-5):
     """Compile ``model``, check how many groups load fusion replaced (``copy_chains``: the labels
-    of the fused chains of copies, when given; ``linear``: the activations fused into linear
-    layers) and that fused, unfused and eager agree; returns the fused method and the program."""
+    of the fused chains of copies, when given; ``convolutions``: the labels of the fused
+    convolutions; ``linear``: the activations fused into linear layers) and that fused, unfused
+    and eager agree; returns the fused method and the program."""
     model = model.eval()
     buffer = torchedge_compile(model, inputs).buffer
     fused, plain = _methods(buffer)
     labels = _labels(fused)
     assert labels.count(ATTENTION) == fused_attention
     assert labels.count(POOL) == fused_pools
-    assert labels.count(PAD) == padded
+    assert [label for label in labels if "convolution.out +" in label or "+ convolution" in label] == list(convolutions)
     assert [label.split("(")[1].split(",")[0] for label in labels if "linear_act" in label] == list(linear)
     if copy_chains is not None:
         assert [label for label in labels if label.endswith("(fused at load)") and "copy" in label] == copy_chains
@@ -153,9 +153,10 @@ class Pools(nn.Module):
 def test_max_pool_indices_nobody_reads_are_not_computed():
     torch.manual_seed(6)
     x = torch.randn(2, 3, 8, 8)
-    _check(Pools(), (x,), fused_pools=1)
-    _check(Pools(return_indices=True), (x,), fused_pools=0)  # an output
-    _check(Pools(use_indices=True), (x,), fused_pools=0)  # read by a later instruction
+    conv = ["convolution.out + relu.out (fused at load)"]
+    _check(Pools(), (x,), fused_pools=1, convolutions=conv)
+    _check(Pools(return_indices=True), (x,), fused_pools=0, convolutions=conv)  # an output
+    _check(Pools(use_indices=True), (x,), fused_pools=0, convolutions=conv)  # read by a later instruction
 
 
 class Cache(nn.Module):
@@ -231,28 +232,37 @@ class Padded(nn.Module):
         return torch.relu(self.conv(nn.functional.pad(x, self.pad)))
 
 
-def test_zero_padding_becomes_the_convolutions_own():
+def test_zero_padding_and_clamps_join_the_convolution():
     torch.manual_seed(9)
     x = torch.randn(1, 4, 9, 10)
-    _check(Padded((0, 1, 0, 1)), (x,), padded=1)
-    _check(Padded((2, 0, 1, 3), groups=4), (x,), padded=1)
+    block = "constant_pad_nd.out + convolution.out + relu.out (fused at load)"
+    _check(Padded((0, 1, 0, 1)), (x,), convolutions=[block])
+    _check(Padded((2, 0, 1, 3), groups=4), (x,), convolutions=[block])
+    relu6 = nn.Sequential(nn.Conv2d(4, 6, 3, padding=1), nn.ReLU6())
+    _check(relu6, (x,), convolutions=["convolution.out + hardtanh.out (fused at load)"])
 
 
-def test_padding_with_a_value_or_read_elsewhere_stays():
+def test_padding_with_a_value_or_a_result_read_elsewhere_stays():
     torch.manual_seed(10)
     x = torch.randn(1, 4, 9, 10)
 
     class Filled(Padded):
         def forward(self, x):
-            return self.conv(nn.functional.pad(x, self.pad, value=1.0))
+            return torch.relu(self.conv(nn.functional.pad(x, self.pad, value=1.0)))
 
     class Kept(Padded):
         def forward(self, x):
             padded = nn.functional.pad(x, self.pad)
             return self.conv(padded), padded.sum()
 
-    _check(Filled((0, 1, 0, 1)), (x,), padded=0)
-    _check(Kept((0, 1, 0, 1)), (x,), padded=0)
+    class Both(Padded):
+        def forward(self, x):
+            y = self.conv(x)
+            return torch.relu(y), y
+
+    _check(Filled((0, 1, 0, 1)), (x,), convolutions=["convolution.out + relu.out (fused at load)"])
+    _check(Kept((0, 1, 0, 1)), (x,), convolutions=[])
+    _check(Both((0, 1, 0, 1)), (x,), convolutions=[])
 
 
 class Heads(nn.Module):

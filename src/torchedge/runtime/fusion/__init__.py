@@ -34,9 +34,9 @@ from torchedge.runtime.fusion.copies import PERMUTE, copy_chain
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.layers import (
     LINEAR_ACTIVATIONS,
+    convolution_block,
     linear_activation,
     max_pool_values_only,
-    padded_convolution,
 )
 from torchedge.runtime.fusion.matching import PLAIN_COPIES
 from torchedge.runtime.steps import KERNEL, NOP, Step
@@ -70,7 +70,7 @@ def _portable(label: str) -> bool:
 # (anchor operators, rule): each rule tries the steps of its operators, the rules in this order.
 _RULES = [
     (("aten::bmm.out",), fused_attention),
-    (("aten::convolution.out",), padded_convolution),
+    (("aten::convolution.out",), convolution_block),
     (tuple(LINEAR_ACTIVATIONS), linear_activation),
     (("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"), max_pool_values_only),
     ((PERMUTE, *PLAIN_COPIES), copy_chain),

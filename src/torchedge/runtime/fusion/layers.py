@@ -1,5 +1,5 @@
-"""Load-time fusion of single layers: max pooling whose indices nobody reads, zero padding into
-the convolution after it, and a linear layer's activation into its product."""
+"""Load-time fusion of single layers: max pooling whose indices nobody reads, a convolution with
+the zero padding before it and the clamp after it, and a linear layer's activation."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 
+from torchedge.kernels.portable.bounds import clamp_by_numbers
 from torchedge.kernels.portable.convolution import conv_forward
 from torchedge.kernels.portable.fused import linear_act
 from torchedge.kernels.portable.pooling import max_pool_values
@@ -14,7 +15,9 @@ from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.matching import Match, overlaps, replaceable, value_of
 from torchedge.runtime.steps import KERNEL, Step
 
-__all__ = ["LINEAR_ACTIVATIONS", "linear_activation", "max_pool_values_only", "padded_convolution"]
+__all__ = ["LINEAR_ACTIVATIONS", "convolution_block", "linear_activation", "max_pool_values_only"]
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def max_pool_values_only(flow: Dataflow, pc: int):
@@ -27,39 +30,81 @@ def max_pool_values_only(flow: Dataflow, pc: int):
     return [({pc}, Step(KERNEL, fn, (*arguments, out), out, f"{step.label} (values only)"))]
 
 
-def padded_convolution(flow: Dataflow, pc: int):
-    """``convolution(constant_pad_nd(x, pad, 0))``: the zeros become the convolution's own
-    padding, per side (TensorFlow-style "same" padding of strided layers pads one side only)."""
+# The activations a convolution absorbs: (low, high) bounds from the operator's arguments.
+CONVOLUTION_ACTIVATIONS = {
+    "aten::relu.out": lambda args: (0, None),
+    "aten::hardtanh.out": lambda args: (args[1], args[2]),
+    "aten::clamp.out": lambda args: (args[1], args[2]),
+}
+
+
+def convolution_block(flow: Dataflow, pc: int):
+    """A ``convolution`` with the zero padding before it (``constant_pad_nd``: TensorFlow-style
+    "same" padding pads one side only) and the clamp after it (``relu``, ``hardtanh``, ``clamp``
+    by numbers) when the convolution's result has no other reader: the zeros become the
+    convolution's own padding, per side, and the clamp runs in place on its result."""
     step = flow.steps[pc]
     _, weight, _, stride, padding, dilation, transposed, _, groups, out = (value_of(flow, i) for i in step.args)
-    pad_pc = flow.producer(pc, step.args[0])
-    if pad_pc is None or flow.steps[pad_pc].label != "aten::constant_pad_nd.out" or transposed:
-        return []
-    source, pad, fill, _ = (value_of(flow, i) for i in flow.steps[pad_pc].args)
     spatial = weight.ndim - 2
-    if fill != 0 or source.ndim != spatial + 2 or len(pad) != 2 * spatial or min(pad) < 0:
+    padding, stride, dilation = (list(v) * spatial if len(v) == 1 else list(v) for v in (padding, stride, dilation))
+    if transposed or len(padding) != spatial or min(padding) < 0 or min(stride) < 1 or min(dilation) < 1:
         return []
-    padding = list(padding) * spatial if len(padding) == 1 else list(padding)
-    stride = list(stride) * spatial if len(stride) == 1 else list(stride)
-    dilation = list(dilation) * spatial if len(dilation) == 1 else list(dilation)
-    if len(padding) != spatial or min(padding) < 0 or min(stride) < 1 or min(dilation) < 1 or groups < 1:
+    group, x, before, after = {pc}, step.args[0], tuple(padding), tuple(padding)
+    pad_pc = flow.producer(pc, x)
+    if pad_pc is not None and flow.steps[pad_pc].label == "aten::constant_pad_nd.out":
+        source, pad, fill, _ = (value_of(flow, i) for i in flow.steps[pad_pc].args)
+        if fill == 0 and source.ndim == spatial + 2 and len(pad) == 2 * spatial and min(pad) >= 0:
+            # constant_pad_nd's pairs run from the last dim backwards: (before, after) of dim -1, then -2, ...
+            before = tuple(p + pad[2 * (spatial - 1 - d)] for d, p in enumerate(padding))
+            after = tuple(p + pad[2 * (spatial - 1 - d) + 1] for d, p in enumerate(padding))
+            group.add(pad_pc)
+            x = flow.steps[pad_pc].args[0]
+    bounds, result = _clamp_after(flow, pc)
+    if bounds is not None:
+        group.add(result[0])
+    if len(group) == 1:
         return []
-    # constant_pad_nd's pairs run from the last dim backwards: (before, after) of dim -1, then -2, ...
-    before = tuple(p + pad[2 * (spatial - 1 - d)] for d, p in enumerate(padding))
-    after = tuple(p + pad[2 * (spatial - 1 - d) + 1] for d, p in enumerate(padding))
-    x = flow.steps[pad_pc].args[0]
-    group = {pad_pc, pc}
-    if not replaceable(flow, group, (pc, step.args[-1]), [(pad_pc, x), (pc, step.args[1]), (pc, step.args[2])]):
+    inputs = [(min(group), x), (pc, step.args[1]), (pc, step.args[2])]
+    if not replaceable(flow, group, result, inputs):
         return []
-    scratch = np.empty(out.shape, out.dtype) if overlaps(flow, step.args[-1], [x]) else None
-    fn = functools.partial(_convolve, tuple(stride), before, after, tuple(dilation), groups, scratch)
-    args = (x, step.args[1], step.args[2], step.args[-1])
-    return [(group, Step(KERNEL, fn, args, step.args[-1], f"{step.label} (padding fused at load)"))]
+    out_index = result[1]
+    scratch = np.empty(out.shape, out.dtype) if overlaps(flow, out_index, [x]) else None
+    fn = functools.partial(_convolve, tuple(stride), before, after, tuple(dilation), groups, bounds, scratch)
+    fused = " + ".join(flow.steps[i].label.split("::")[1] for i in sorted(group))
+    return [
+        (group, Step(KERNEL, fn, (x, step.args[1], step.args[2], out_index), out_index, f"{fused} (fused at load)"))
+    ]
 
 
-def _convolve(stride, before, after, dilation, groups, scratch, x, weight, bias, out) -> None:
-    """The convolution of the unpadded input; through ``scratch`` when ``out`` overlaps it."""
-    conv_forward(x, weight, bias, stride, before, dilation, groups, out if scratch is None else scratch, after)
+def _clamp_after(flow: Dataflow, pc: int):
+    """The bounds of the float clamp that alone reads convolution ``pc``'s result, and the
+    (step, value) it writes; (None, the convolution's own write) when there is none."""
+    out = flow.steps[pc].args[-1]
+    readers = flow.readers(pc, out)
+    if len(readers) == 1:
+        (reader,) = readers
+        step = flow.steps[reader] if reader >= 0 else None
+        if (
+            step is not None
+            and step.label in CONVOLUTION_ACTIVATIONS
+            and flow.producer(reader, step.args[0]) == pc
+            and value_of(flow, out).dtype in _FLOATS
+            and value_of(flow, step.args[-1]).shape == value_of(flow, out).shape
+        ):
+            low, high = CONVOLUTION_ACTIVATIONS[step.label]([value_of(flow, i) for i in step.args])
+            if all(b is None or (isinstance(b, (int, float)) and not isinstance(b, bool)) for b in (low, high)):
+                if low is not None or high is not None:
+                    return (low, high), (reader, step.args[-1])
+    return None, (pc, out)
+
+
+def _convolve(stride, before, after, dilation, groups, bounds, scratch, x, weight, bias, out) -> None:
+    """The convolution of the unpadded input, then the clamp in place; through ``scratch`` when
+    ``out`` overlaps the input."""
+    target = out if scratch is None else scratch
+    conv_forward(x, weight, bias, stride, before, dilation, groups, target, after)
+    if bounds is not None:
+        clamp_by_numbers(target, bounds[0], bounds[1], target)
     if scratch is not None:
         np.copyto(out, scratch)
 
@@ -69,7 +114,6 @@ def _convolve(stride, before, after, dilation, groups, scratch, x, weight, bias,
 # The activation operators, by the name `linear_act` gives them; silu as core ATen writes it,
 # ``mul(x, sigmoid(x))``, is anchored at the ``mul``.
 LINEAR_ACTIVATIONS = {"aten::relu.out": "relu", "aten::gelu.out": "gelu", "aten::mul.out": "silu"}
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def linear_activation(flow: Dataflow, pc: int):

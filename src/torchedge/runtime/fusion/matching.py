@@ -18,7 +18,7 @@ def value_of(flow: Dataflow, index: int):
 def replaceable(flow: Dataflow, group: set[int], output: tuple[int, int], inputs: list[tuple[int, int]]) -> bool:
     """Whether ``group``'s steps can run as one step at its first position writing ``output``
     (a (step, value) write of the group) from ``inputs`` (the (step, value) reads of the group
-    the fused kernel takes): see the module docstring."""
+    the fused kernel takes): see `torchedge.runtime.fusion`."""
     first, last = min(group), max(group)
     if any(pc not in group and flow.steps[pc].kind != NOP for pc in range(first, last + 1)):
         return False
