@@ -1,29 +1,32 @@
 """Load-time fusion: a loaded program's instruction groups run as torchedge's fused kernels.
 
 A `.pte` made for ExecuTorch holds core ATen operators only: attention as seventeen
-instructions, max pooling that writes indices nobody reads, heads moved by four copies.
-`fuse_steps` finds such groups in a loaded method's compiled steps and replaces each by one
-step, so the same file runs portable in ExecuTorch and fused here, with no
-``fuse_kernels=True`` program to make and ship:
+instructions, activations and paddings as instructions of their own, max pooling that writes
+indices nobody reads, heads moved by four copies. `fuse_steps` finds such groups in a loaded
+method's compiled steps and replaces each by one step, so the same file runs portable in
+ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and ship:
 
-* **attention**: the math decomposition of ``scaled_dot_product_attention`` (q and kᵀ scaled,
-  identity expands, ``bmm``, the additive mask, ``_softmax``, the safe-softmax masking of fully
-  masked rows, ``bmm`` with the values) becomes ``torchedge_fused::attention``'s kernel;
-* **zero padding into a convolution**: ``constant_pad_nd`` with zeros (TensorFlow-style "same"
-  padding, one side only) before a ``convolution`` becomes the convolution's own padding;
-* **max pooling without indices**: ``max_pool2d_with_indices`` / ``max_pool3d_with_indices``
-  whose indices no instruction reads and no output returns run `max_pool_values`;
-* **chains of copies**: consecutive ``permute_copy`` / plain copies (identity ``expand_copy``,
-  contiguous ``clone`` / ``_clone_dim_order``), each reading only what the one before wrote,
-  become one copy of a strided view wherever the reshapes between them are views.
+* **attention** (`attention`): the math decomposition of ``scaled_dot_product_attention`` (q and
+  kᵀ scaled, plain copies, ``bmm``, the additive mask, ``_softmax``, the safe-softmax masking of
+  fully masked rows, ``bmm`` with the values) becomes ``torchedge_fused::attention``'s kernel;
+* **convolution blocks** (`layers`): zeros from a ``constant_pad_nd`` before a ``convolution``
+  become its own padding, per side, and a clamp after it runs in place on its result;
+* **linear layers** (`layers`): ``addmm`` / ``mm`` and ``relu``, exact ``gelu`` or silu become
+  ``torchedge_fused::linear_act``'s kernel;
+* **max pooling without indices** (`layers`): ``max_pool2d_with_indices`` /
+  ``max_pool3d_with_indices`` whose indices nothing reads run `max_pool_values`;
+* **chains of copies** (`copies`): consecutive ``permute_copy`` / plain copies, each reading
+  only what the one before wrote, become one copy of a strided view wherever the reshapes
+  between them are views.
 
-A group is replaced only where the method's dataflow (`dataflow`) proves
-that nothing outside it reads what the group's other steps wrote, that it reads its inputs
-before anything in it overwrites them, and that its result does not overlap its inputs; its
-steps are consecutive (no-ops aside), every kernel in it is the portable library's own (not a
-user's replacement), and a group matches only the exact operator arguments the fused kernel
-computes. The fused step takes the first step's place and the others become no-ops, so jump
-targets and instruction numbers stay put; its label names the operators it replaced.
+A group is replaced only where the method's dataflow (`dataflow`) proves that nothing outside
+it reads what the group's other steps wrote and that it reads its inputs before anything in it
+overwrites them (`matching.replaceable`); its steps are consecutive (no-ops aside), every
+kernel in it is the portable library's own (not a user's replacement), and a group matches only
+the exact operator arguments the fused kernel computes. A result that memory planning placed
+over one of the group's inputs goes through a scratch buffer. The fused step takes the first
+step's place and the others become no-ops, so jump targets and instruction numbers stay put;
+its label names the operators it replaced.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def convolution_block(flow: Dataflow, pc: int):
     if not replaceable(flow, group, result, inputs):
         return []
     out_index = result[1]
-    scratch = np.empty(out.shape, out.dtype) if overlaps(flow, out_index, [x]) else None
+    scratch = np.empty(out.shape, out.dtype) if overlaps(flow, out_index, [x, step.args[1], step.args[2]]) else None
     fn = functools.partial(_convolve, tuple(stride), before, after, tuple(dilation), groups, bounds, scratch)
     fused = " + ".join(flow.steps[i].label.split("::")[1] for i in sorted(group))
     return [
@@ -100,7 +100,7 @@ def _clamp_after(flow: Dataflow, pc: int):
 
 def _convolve(stride, before, after, dilation, groups, bounds, scratch, x, weight, bias, out) -> None:
     """The convolution of the unpadded input, then the clamp in place; through ``scratch`` when
-    ``out`` overlaps the input."""
+    ``out`` overlaps an operand."""
     target = out if scratch is None else scratch
     conv_forward(x, weight, bias, stride, before, dilation, groups, target, after)
     if bounds is not None:
@@ -147,10 +147,10 @@ def linear_activation(flow: Dataflow, pc: int):
     if {a.dtype for a in arrays} != {arrays[0].dtype} or arrays[0].dtype not in _FLOATS:
         return []
     inputs = [(product, x), (product, weight)] + ([] if bias is None else [(product, bias)])
-    if not replaceable(flow, match.group, (pc, out), inputs):
-        return []
+    if not replaceable(flow, match.group, (pc, out), inputs) or (bias is not None and overlaps(flow, out, [bias])):
+        return []  # (the bias is added after the product is written; matmul copies an operand out overlaps)
     shape = value_of(flow, flow.steps[product].args[-1]).shape
-    fn = functools.partial(_linear, activation, shape)  # matmul copies an operand that out overlaps
+    fn = functools.partial(_linear, activation, shape)
     args = (x, weight, out) if bias is None else (x, weight, out, bias)
     label = f"torchedge_fused::linear_act.out ({activation}, fused at load)"
     return [(match.group, Step(KERNEL, fn, args, out, label))]
