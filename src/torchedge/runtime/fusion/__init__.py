@@ -55,7 +55,11 @@ def fuse_steps(flow: Dataflow) -> list[Step]:
         for pc, step in enumerate(flow.steps):
             if step.kind != KERNEL or step.label not in labels or pc in taken or not _portable(step.label):
                 continue
-            for group, fused in rule(flow, pc):
+            try:
+                found = rule(flow, pc)
+            except (TypeError, ValueError, AttributeError, IndexError):
+                continue  # arguments of kinds no rule expects (a malformed program): run as written
+            for group, fused in found:
                 if taken.intersection(group) or not all(_portable(flow.steps[i].label) for i in group):
                     continue
                 taken.update(group)

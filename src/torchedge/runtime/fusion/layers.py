@@ -47,7 +47,9 @@ def convolution_block(flow: Dataflow, pc: int):
     _, weight, _, stride, padding, dilation, transposed, _, groups, out = (value_of(flow, i) for i in step.args)
     spatial = weight.ndim - 2
     padding, stride, dilation = (list(v) * spatial if len(v) == 1 else list(v) for v in (padding, stride, dilation))
-    if transposed or len(padding) != spatial or min(padding) < 0 or min(stride) < 1 or min(dilation) < 1:
+    if transposed or spatial < 1 or any(len(v) != spatial for v in (padding, stride, dilation)):
+        return []
+    if min(padding) < 0 or min(stride) < 1 or min(dilation) < 1:
         return []
     group, x, before, after = {pc}, step.args[0], tuple(padding), tuple(padding)
     pad_pc = flow.producer(pc, x)
