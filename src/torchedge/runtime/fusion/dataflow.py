@@ -9,10 +9,14 @@ instructions that may read it (its *readers*). `torchedge.runtime.fusion` rewrit
 instruction groups only where these prove the rewrite changes nothing anyone reads.
 
 Conservative throughout: any overlap of byte ranges counts, an instruction writing part of a
-tensor does not hide the writes before it, a delegate reads and writes every argument, an
-operator writing one of its inputs (``written_arg``) also reads it, and bytes someone reads
-before any instruction writes them (inputs, mutable state) or that other methods share are read
-again after the run (inputs aside: each run writes them anew), as are the outputs.
+tensor does not hide the writes before it, every argument of a kernel but its outs counts as
+read, a delegate reads and writes every argument, an operator writing one of its inputs
+(``written_arg``, or in place: ``add_``) also reads it, a kernel that only checks writes
+nothing, and bytes someone reads before any instruction writes them (inputs, mutable state) or
+that other methods share are read again after the run (inputs aside: each run writes them
+anew), as are the outputs. A write the analysis cannot see (a user's kernel writing an argument
+it does not return) only makes an earlier write look read by later steps, so fusion does less,
+never something wrong; no read goes unseen.
 """
 
 from __future__ import annotations
