@@ -21,6 +21,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def max_pool_values_only(flow: Dataflow, pc: int):
+    """A ``max_pool*_with_indices`` whose indices nothing reads: `max_pool_values`."""
     step = flow.steps[pc]
     *arguments, out, indices = step.args
     if flow.readers(pc, indices) or len(arguments) != 6:
@@ -127,9 +128,13 @@ def linear_activation(flow: Dataflow, pc: int):
     step = flow.steps[pc]
     activation = LINEAR_ACTIVATIONS[step.label]
     if activation == "silu":
-        x, gate = step.args[:2]
+        gated = step.args[0]
         sigmoid = match.step(pc, 1, "aten::sigmoid.out")
-        if sigmoid is None or flow.steps[sigmoid].args[0] != x or flow.producer(sigmoid, x) != flow.producer(pc, x):
+        if (
+            sigmoid is None
+            or flow.steps[sigmoid].args[0] != gated
+            or flow.producer(sigmoid, gated) != flow.producer(pc, gated)
+        ):
             return []
     elif activation == "gelu" and value_of(flow, step.args[1]) != "none":
         return []
