@@ -179,6 +179,7 @@ def test_mutable_state_survives_fusion():
     xs = [torch.randn(1, 1, 8) for _ in range(3)]
     buffer = torchedge_compile(copy.deepcopy(eager), (xs[0], torch.tensor([0]))).buffer
     fused, plain = _methods(buffer)
+    assert _labels(fused).count(ATTENTION) == 1  # over the cache the index_put wrote
     for position, x in enumerate(xs):
         inputs = [x.numpy(), np.array([position])]
         want = torch_outputs(eager, (x, torch.tensor([position])))

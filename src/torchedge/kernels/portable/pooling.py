@@ -55,7 +55,8 @@ def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation
 
 def max_pool_values(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out):
     """`max_pool_with_indices` without the indices, for programs that never read them (the
-    runtime's step fusion): tap by tap, one maximum per tap instead of four passes."""
+    runtime's load-time fusion): one maximum per tap instead of four passes, over strided views
+    of the input where its windows need no padding."""
     _max_pool(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, None)
 
 

@@ -1,8 +1,11 @@
-"""Reducing the clipped windows of `pool_windows`: window sums, and window maxima with ATen's indices.
+"""Reducing the clipped windows of `pool_windows`: window sums, and window maxima with ATen's
+indices or without them.
 
 Two strategies, as `pooling_geometry` lays the windows out:
 
-- tap by tap, all dims at once, over the flat runs of `Taps` (`max_direct`, `sum_direct`);
+- tap by tap, all dims at once, over the flat runs of `Taps` (`max_direct`, `sum_direct`,
+  `max_values_direct`), or, for maxima without indices of unpadded windows inside the input,
+  over strided views of the input itself (`max_values_strided`);
 - one dim at a time, the last one first (ATen's row-major visiting order, which decides the
   indices of max pooling), with van Herk / Gil-Werman blocks of one window's length: every
   window is a suffix of one block followed by a prefix of the next, both read from two

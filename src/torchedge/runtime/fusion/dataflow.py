@@ -21,6 +21,7 @@ never something wrong; no read goes unseen.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,12 +79,12 @@ class Dataflow:
             for access in accesses:
                 self._trace(pc, access)
         after = self._accesses(outputs)
-        fresh = set(inputs)
+        fresh = self._accesses(inputs)  # an input's bytes, through any view of them
         after += [
             Access(-1, a.start, a.stop)
             for pc, accesses in enumerate(self.reads)
             for a in accesses
-            if BEFORE_RUN in self._sources[(pc, a.value)] and a.value not in fresh
+            if BEFORE_RUN in self._sources[(pc, a.value)] and not any(f.covers(a) for f in fresh)
         ]
         after += [Access(-1, *_bounds(arena)) for arena in shared if arena.nbytes]
         for access in after:
@@ -170,8 +171,15 @@ class Dataflow:
         traits = op_traits(step.label)
         if traits.checks_only or traits.written_arg is not None or writes_self(step.label):
             return _tensor_args(step, self.values)
-        written = set(_tensors_of(step.ret, self.values))
-        return [i for i in _tensor_args(step, self.values) if i not in written]
+        # the outs, once each; a tensor that is also an input (``index_put.out(buffer, ..., out=buffer)``) is read
+        unread = Counter(_tensors_of(step.ret, self.values))
+        reads = []
+        for i in reversed(_tensor_args(step, self.values)):
+            if unread[i]:
+                unread[i] -= 1
+            else:
+                reads.append(i)
+        return reads
 
 
 def _tensors_of(index: int, values: ValueTable) -> list[int]:
