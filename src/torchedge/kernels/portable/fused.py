@@ -33,11 +33,20 @@ from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["NAMESPACE", "attention", "attention_interleaved", "conv_bn_act", "linear_act", "ACTIVATIONS", "check_float"]
+__all__ = [
+    "NAMESPACE",
+    "attention",
+    "attention_interleaved",
+    "conv_bn_act",
+    "linear_act",
+    "ACTIVATIONS",
+    "FLOATS",
+    "check_float",
+]
 
 NAMESPACE = "torchedge_fused"
 ACTIVATIONS = ("none", "relu", "hardtanh", "gelu", "silu")
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes the fused kernels take
 
 
 def check_float(op: str, *arrays) -> np.dtype:
@@ -45,7 +54,7 @@ def check_float(op: str, *arrays) -> np.dtype:
     for a in arrays:
         if a is not None and a.dtype != dtype:
             fail(op, f"expects tensors of one dtype, got {a.dtype} and {dtype}")
-    if dtype not in _FLOATS:
+    if dtype not in FLOATS:
         fail(op, f"is implemented for float32 and float64, got {dtype}")
     return dtype
 

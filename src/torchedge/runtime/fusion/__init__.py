@@ -31,6 +31,7 @@ its label names the operators it replaced.
 
 from __future__ import annotations
 
+from torchedge.errors import TorchEdgeError
 from torchedge.kernels.registry import registering_module
 from torchedge.runtime.fusion.attention import fused_attention
 from torchedge.runtime.fusion.copies import PERMUTE, copy_chain
@@ -57,8 +58,8 @@ def fuse_steps(flow: Dataflow) -> list[Step]:
                 continue
             try:
                 found = rule(flow, pc)
-            except (TypeError, ValueError, AttributeError, IndexError):
-                continue  # arguments of kinds no rule expects (a malformed program): run as written
+            except (TorchEdgeError, TypeError, ValueError, AttributeError, IndexError):
+                continue  # arguments no rule expects (a malformed program): run as written, its kernels judge them
             for group, fused in found:
                 if taken.intersection(group) or not all(_portable(flow.steps[i].label) for i in group):
                     continue

@@ -8,14 +8,12 @@ import math
 
 import numpy as np
 
-from torchedge.kernels.portable.fused import attention
+from torchedge.kernels.portable.fused import FLOATS, attention
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.matching import Match, behind_copies, overlaps, replaceable, value_of
 from torchedge.runtime.steps import KERNEL, Step
 
 __all__ = ["fused_attention"]
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _copied(match: Match, pc: int | None, position: int, label: str) -> int | None:
@@ -139,7 +137,7 @@ def _attention_shapes(flow: Dataflow, q: int, k: int, v: int, mask: int | None, 
     arrays = [query, key, value, result]
     if any(not isinstance(a, np.ndarray) or a.ndim != 4 for a in arrays[:3]):
         return False
-    if {a.dtype for a in arrays} != {query.dtype} or query.dtype not in _FLOATS:
+    if {a.dtype for a in arrays} != {query.dtype} or query.dtype not in FLOATS:
         return False
     batch, heads, sq, d = query.shape
     if key.shape != (batch, heads, key.shape[2], d) or value.shape[:3] != key.shape[:3]:

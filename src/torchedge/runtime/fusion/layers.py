@@ -8,16 +8,15 @@ import functools
 import numpy as np
 
 from torchedge.kernels.portable.bounds import clamp_by_numbers
+from torchedge.kernels.portable.common import pair
 from torchedge.kernels.portable.convolution import conv_forward
-from torchedge.kernels.portable.fused import linear_act
+from torchedge.kernels.portable.fused import FLOATS, linear_act
 from torchedge.kernels.portable.pooling import max_pool_values
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.matching import Match, overlaps, replaceable, value_of
 from torchedge.runtime.steps import KERNEL, Step
 
 __all__ = ["LINEAR_ACTIVATIONS", "convolution_block", "linear_activation", "max_pool_values_only"]
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def max_pool_values_only(flow: Dataflow, pc: int):
@@ -47,9 +46,12 @@ def convolution_block(flow: Dataflow, pc: int):
     step = flow.steps[pc]
     _, weight, _, stride, padding, dilation, transposed, _, groups, out = (value_of(flow, i) for i in step.args)
     spatial = weight.ndim - 2
-    padding, stride, dilation = (list(v) * spatial if len(v) == 1 else list(v) for v in (padding, stride, dilation))
-    if transposed or spatial < 1 or any(len(v) != spatial for v in (padding, stride, dilation)):
+    if transposed or spatial < 1:
         return []
+    padding, stride, dilation = (
+        pair(v, spatial, name, step.label)
+        for v, name in ((padding, "padding"), (stride, "stride"), (dilation, "dilation"))
+    )
     if min(padding) < 0 or min(stride) < 1 or min(dilation) < 1:
         return []
     group, x, before, after = {pc}, step.args[0], tuple(padding), tuple(padding)
@@ -83,22 +85,21 @@ def _clamp_after(flow: Dataflow, pc: int):
     """The bounds of the float clamp that alone reads convolution ``pc``'s result, and the
     (step, value) it writes; (None, the convolution's own write) when there is none."""
     out = flow.steps[pc].args[-1]
+    alone = None, (pc, out)
     readers = flow.readers(pc, out)
-    if len(readers) == 1:
-        (reader,) = readers
-        step = flow.steps[reader] if reader >= 0 else None
-        if (
-            step is not None
-            and step.label in CONVOLUTION_ACTIVATIONS
-            and flow.producer(reader, step.args[0]) == pc
-            and value_of(flow, out).dtype in _FLOATS
-            and value_of(flow, step.args[-1]).shape == value_of(flow, out).shape
-        ):
-            low, high = CONVOLUTION_ACTIVATIONS[step.label]([value_of(flow, i) for i in step.args])
-            if all(b is None or (isinstance(b, (int, float)) and not isinstance(b, bool)) for b in (low, high)):
-                if low is not None or high is not None:
-                    return (low, high), (reader, step.args[-1])
-    return None, (pc, out)
+    reader = next(iter(readers)) if len(readers) == 1 else -1
+    step = flow.steps[reader] if reader >= 0 else None
+    if step is None or step.label not in CONVOLUTION_ACTIVATIONS or flow.producer(reader, step.args[0]) != pc:
+        return alone
+    result = value_of(flow, out)
+    if result.dtype not in FLOATS or value_of(flow, step.args[-1]).shape != result.shape:
+        return alone
+    bounds = CONVOLUTION_ACTIVATIONS[step.label]([value_of(flow, i) for i in step.args])
+    if bounds == (None, None) or not all(
+        b is None or (isinstance(b, (int, float)) and b is not True and b is not False) for b in bounds
+    ):
+        return alone
+    return bounds, (reader, step.args[-1])
 
 
 def _convolve(stride, before, after, dilation, groups, bounds, scratch, x, weight, bias, out) -> None:
@@ -151,7 +152,7 @@ def linear_activation(flow: Dataflow, pc: int):
         bias = None
     out = step.args[-1]
     arrays = [value_of(flow, i) for i in (x, weight, out) + (() if bias is None else (bias,))]
-    if {a.dtype for a in arrays} != {arrays[0].dtype} or arrays[0].dtype not in _FLOATS:
+    if {a.dtype for a in arrays} != {arrays[0].dtype} or arrays[0].dtype not in FLOATS:
         return []
     inputs = [(product, x), (product, weight)] + ([] if bias is None else [(product, bias)])
     if not replaceable(flow, match.group, (pc, out), inputs) or (bias is not None and overlaps(flow, out, [bias])):
