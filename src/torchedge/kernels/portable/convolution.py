@@ -6,7 +6,8 @@ weights in one ``np.matmul`` (BLAS per batch element and group). The columns are
 as whole rows of `Taps` runs when the gap columns between output rows cost less GEMM work
 than copying position by position saves (one extraction pass follows the GEMM), else output
 position by position, straight into ``out``. A pointwise (1x1, unit stride, no padding)
-convolution multiplies the input itself. Biases ride along as an extra all-ones column where
+convolution multiplies the input itself (or, where that is cheaper than a bias pass over the
+output, a copy of it over a row of ones). Biases ride along as an extra all-ones column where
 the column matrix is built here anyway and the weights are small (copying large weights to
 append the column costs more than adding the bias in the pass that extracts the output grid).
 A transposed convolution is the adjoint: one GEMM with the transposed weights, then col2im
@@ -186,7 +187,7 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
     with quiet():
         bias = _bias(bias, out.dtype, acc)
         if pointwise and x.dtype == acc:  # the input itself is the column matrix
-            _gemm(kernels, x.reshape(n, groups, cg, -1), bias, out, acc)
+            _pointwise(kernels, x.reshape(n, groups, cg, -1), bias, out, acc)
             return
         if windows_apart(x.shape[2:], kernel, stride, padding, dilation, size):
             # A ViT's patch embedding, a strided 1x1: im2col is one strided copy of the input.
@@ -253,6 +254,22 @@ def _bias(bias, dtype, acc):
         return bias
     via = np.int64 if dtype in (np.int64, np.uint8) else np.int32
     return np.real(bias).astype(via).astype(acc)
+
+
+def _pointwise(kernels, x, bias, out, acc) -> None:
+    """A 1x1 convolution of ``x`` (N, G, C/G, P) itself. Where ``out`` has at least twice the
+    input's channels (an expansion), the bias rides along as a row of ones under a copy of the
+    input: copying the input costs less than the pass adding the bias to the larger output
+    (0.85-0.95x the time of mobilenet_v2's expansions on AVX2)."""
+    cg, og = x.shape[2], kernels.shape[1]
+    if bias is None or og < 2 * cg:
+        _gemm(kernels, x, bias, out, acc)
+        return
+    columns = workspace("columns", x.shape[:2] + (cg + 1, x.shape[3]), acc)
+    columns[:, :, :cg] = x
+    columns[:, :, cg] = 1
+    with_bias = np.concatenate([kernels, bias.reshape(kernels.shape[0], og, 1).astype(acc)], axis=2)
+    _gemm(with_bias, columns, None, out, acc)
 
 
 def _gemm(kernels, columns, bias, out, acc) -> None:
