@@ -9,6 +9,9 @@ ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and shi
 * **attention** (`attention`): the math decomposition of ``scaled_dot_product_attention`` (q and
   kᵀ scaled, plain copies, ``bmm``, the additive mask, ``_softmax``, the safe-softmax masking of
   fully masked rows, ``bmm`` with the values) becomes ``torchedge_fused::attention``'s kernel;
+* **recurrent cells** (`recurrent`): an unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the hidden
+  projection, the gates' split, sigmoids, tanhs, products and sums) becomes
+  ``torchedge_fused::lstm_cell`` / ``gru_cell``'s kernel;
 * **convolution blocks** (`layers`): zeros from a ``constant_pad_nd`` before a ``convolution``
   become its own padding, per side, and a clamp after it runs in place on its result;
 * **linear layers** (`layers`): ``addmm`` / ``mm`` and ``relu``, exact ``gelu`` or silu become
@@ -43,6 +46,7 @@ from torchedge.runtime.fusion.layers import (
     max_pool_values_only,
 )
 from torchedge.runtime.fusion.matching import PLAIN_COPIES
+from torchedge.runtime.fusion.recurrent import RECURRENT_ANCHORS, recurrent_cell
 from torchedge.runtime.steps import KERNEL, NOP, Step
 
 __all__ = ["Dataflow", "fuse_steps"]
@@ -78,6 +82,7 @@ def _portable(label: str) -> bool:
 # (anchor operators, rule): each rule tries the steps of its operators, the rules in this order.
 _RULES = [
     (("aten::bmm.out",), fused_attention),
+    (RECURRENT_ANCHORS, recurrent_cell),
     (("aten::convolution.out",), convolution_block),
     (tuple(LINEAR_ACTIVATIONS), linear_activation),
     (("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"), max_pool_values_only),

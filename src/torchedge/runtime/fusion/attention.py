@@ -88,7 +88,7 @@ def fused_attention(flow: Dataflow, pc: int):
     out = flow.steps[pc].args[-1]
     inputs = [q, k, v] if mask is None else [q, k, v, mask]
     reads = [(queries, q), (keys, k), (values[0], v)] + ([] if mask is None else [(scores_pc, mask)])
-    if not _attention_shapes(flow, q, k, v, mask, out) or not replaceable(flow, match.group, (pc, out), reads):
+    if not _attention_shapes(flow, q, k, v, mask, out) or not replaceable(flow, match.group, [(pc, out)], reads):
         return []
     shape = value_of(flow, q).shape[:-1] + value_of(flow, v).shape[-1:]
     scratch = np.empty(shape, value_of(flow, q).dtype) if overlaps(flow, out, inputs) else None

@@ -59,7 +59,7 @@ def _run_moves(flow: Dataflow, match: Match, run: list[int]):
 def _fused_copies(flow: Dataflow, match: Match, run: list[int]):
     source, out = flow.steps[run[0]].args[0], flow.steps[run[-1]].args[-1]
     group = set(run)
-    if not replaceable(flow, group, (run[-1], out), [(run[0], source)]):
+    if not replaceable(flow, group, [(run[-1], out)], [(run[0], source)]):
         return []
     result = value_of(flow, out)
     scratch = np.empty(result.shape, result.dtype) if overlaps(flow, out, [source]) else None

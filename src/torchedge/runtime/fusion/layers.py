@@ -70,7 +70,7 @@ def convolution_block(flow: Dataflow, pc: int):
     if len(group) == 1:
         return []
     inputs = [(min(group), x), (pc, step.args[1]), (pc, step.args[2])]
-    if not replaceable(flow, group, result, inputs):
+    if not replaceable(flow, group, [result], inputs):
         return []
     out_index = result[1]
     scratch = np.empty(out.shape, out.dtype) if overlaps(flow, out_index, [x, step.args[1], step.args[2]]) else None
@@ -155,7 +155,7 @@ def linear_activation(flow: Dataflow, pc: int):
     if {a.dtype for a in arrays} != {arrays[0].dtype} or arrays[0].dtype not in FLOATS:
         return []
     inputs = [(product, x), (product, weight)] + ([] if bias is None else [(product, bias)])
-    if not replaceable(flow, match.group, (pc, out), inputs) or (bias is not None and overlaps(flow, out, [bias])):
+    if not replaceable(flow, match.group, [(pc, out)], inputs) or (bias is not None and overlaps(flow, out, [bias])):
         return []  # (the bias is added after the product is written; matmul copies an operand out overlaps)
     shape = value_of(flow, flow.steps[product].args[-1]).shape
     fn = functools.partial(_linear, activation, shape)

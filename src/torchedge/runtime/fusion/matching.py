@@ -15,17 +15,17 @@ def value_of(flow: Dataflow, index: int):
     return flow.values.values[index]
 
 
-def replaceable(flow: Dataflow, group: set[int], output: tuple[int, int], inputs: list[tuple[int, int]]) -> bool:
-    """Whether ``group``'s steps can run as one step at its first position writing ``output``
-    (a (step, value) write of the group) from ``inputs`` (the (step, value) reads of the group
-    the fused kernel takes): see `torchedge.runtime.fusion`."""
+def replaceable(flow: Dataflow, group: set[int], outputs: list[tuple[int, int]], inputs: list[tuple[int, int]]) -> bool:
+    """Whether ``group``'s steps can run as one step at its first position writing ``outputs``
+    (the (step, value) writes of the group others may read) from ``inputs`` (the (step, value)
+    reads of the group the fused kernel takes): see `torchedge.runtime.fusion`."""
     first, last = min(group), max(group)
     if any(pc not in group and flow.steps[pc].kind != NOP for pc in range(first, last + 1)):
         return False
     if any(s in group for pc, value in inputs for s in flow.sources(pc, value)):
         return False  # an input the group itself computes: not there yet at its first step
     for pc in group:
-        if any((pc, w.value) != output and not flow.readers(pc, w.value) <= group for w in flow.writes[pc]):
+        if any((pc, w.value) not in outputs and not flow.readers(pc, w.value) <= group for w in flow.writes[pc]):
             return False
         for read in flow.reads[pc]:
             sources = flow.sources(pc, read.value)

@@ -1,0 +1,225 @@
+"""Load-time fusion of recurrent cells: an unrolled LSTM or GRU timestep runs as
+``torchedge_fused::lstm_cell`` / ``gru_cell``'s kernel.
+
+``torch.export`` writes each timestep of ``nn.LSTM`` as the hidden projection (``addmm``), its
+``add`` to the step's input gates, a ``split_with_sizes_copy`` in four, three sigmoids, two tanhs
+and the products and sums of the new cell and hidden state; ``nn.GRU`` as a split of the step's
+input gates, the hidden projection and its split in three, two sigmoid gates, the ``tanh``
+candidate and the interpolation ``(hidden - n) * z + n``: about fifteen kernels on a few hundred
+values each, where calling them costs more than their arithmetic. The fused kernels run the same
+operations in the same order (`torchedge.kernels.portable.fused_recurrent`), so the results have
+the same bits. A first step whose hidden projection constant folding already computed fuses
+without the projection (LSTM) or stays as written (GRU: its three gates are separate
+constants). The steps' slices of the layer's input projection come long before the cells and
+stay where they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from torchedge.kernels.portable.fused import FLOATS
+from torchedge.kernels.portable.fused_recurrent import gru_cell, lstm_cell
+from torchedge.kernels.registry import output_shapes
+from torchedge.runtime.fusion.dataflow import Dataflow
+from torchedge.runtime.fusion.matching import Match, overlaps, replaceable, value_of
+from torchedge.runtime.steps import KERNEL, Step
+
+__all__ = ["RECURRENT_ANCHORS", "recurrent_cell"]
+
+_SPLIT = "aten::split_with_sizes_copy.out"
+_SIGMOID, _TANH, _MUL, _ADD, _SUB = (f"aten::{op}.out" for op in ("sigmoid", "tanh", "mul", "add", "sub"))
+RECURRENT_ANCHORS = (_MUL, _ADD)  # an LSTM step ends in a product (its new hidden state), a GRU step in a sum
+
+
+def recurrent_cell(flow: Dataflow, pc: int):
+    """The LSTM step whose new hidden state ``mul`` ``pc`` writes, or the GRU step whose ``add`` it is."""
+    return _lstm(flow, pc) if flow.steps[pc].label == _MUL else _gru(flow, pc)
+
+
+def _operands(match: Match, pc: int | None, first: str, second: str | None) -> tuple | None:
+    """The producers of a two-operand step's operands, labelled ``first`` and ``second`` in either
+    order (a ``sub`` in its own order), added to the group; with ``second`` None the other operand
+    may be any value and its index is returned. An ``add`` or ``sub`` must have ``alpha`` 1."""
+    if pc is None:
+        return None
+    flow, step = match.flow, match.flow.steps[pc]
+    if step.label in (_ADD, _SUB) and value_of(flow, step.args[2]) != 1:
+        return None
+    for a, b in ((0, 1),) if step.label == _SUB else ((0, 1), (1, 0)):
+        p, q = (flow.producer(pc, step.args[i]) for i in (a, b))
+        if p is None or flow.steps[p].label != first:
+            continue
+        if second is None:
+            match.group.add(p)
+            return p, step.args[b]
+        if q is not None and flow.steps[q].label == second:
+            match.group.update((p, q))
+            return p, q
+    return None
+
+
+def _chunks(flow: Dataflow, split: int, count: int) -> list[int] | None:
+    """The value indices of split ``split``'s results when it cuts its input's last dim into
+    ``count`` equal chunks."""
+    source, sizes, dim, out = (value_of(flow, i) for i in flow.steps[split].args)
+    width = source.shape[-1] if source.ndim else 0
+    if width % count or list(sizes) != [width // count] * count or dim not in (-1, source.ndim - 1):
+        return None
+    items = list(flow.values.schema[flow.steps[split].args[3]].items)
+    return items if len(items) == count and len(out) == count else None
+
+
+def _reads(flow: Dataflow, pc: int, split: int, chunk: int) -> bool:
+    """Whether step ``pc`` reads the split's result ``chunk`` as one of its two operands."""
+    return any(arg == chunk and flow.producer(pc, arg) == split for arg in flow.steps[pc].args[:2])
+
+
+def _same_bytes(flow: Dataflow, a: int, b: int) -> bool:
+    first, second = flow.access(a), flow.access(b)
+    return (first.start, first.stop) == (second.start, second.stop)
+
+
+def _projection(flow: Dataflow, pc: int, position: int) -> int | None:
+    """The ``addmm(bias, hidden, weight)`` (beta and alpha 1, a 1-d bias) that wrote argument
+    ``position`` of ``pc``."""
+    product = flow.producer(pc, flow.steps[pc].args[position])
+    if product is None or flow.steps[product].label != "aten::addmm.out":
+        return None
+    bias, _, _, beta, alpha, _ = (value_of(flow, i) for i in flow.steps[product].args)
+    return product if beta == 1 and alpha == 1 and bias.ndim == 1 else None
+
+
+def _lstm(flow: Dataflow, pc: int):
+    """``σ(o) * tanh(σ(f) * cell + σ(i) * tanh(g))`` back to the split of ``hidden gates + input gates``."""
+    match = Match(flow)
+    match.group.add(pc)
+    outer = _operands(match, pc, _SIGMOID, _TANH)
+    new_cell = match.step(outer[1], 0, _ADD) if outer else None
+    products = _operands(match, new_cell, _MUL, _MUL)
+    if products is None:
+        return []
+    for forget_mul, input_mul in (products, products[::-1]):
+        candidate = _operands(match, input_mul, _SIGMOID, _TANH)
+        forget = _operands(match, forget_mul, _SIGMOID, None) if candidate else None
+        if forget is not None:
+            break
+    else:
+        return []
+    split = flow.producer(outer[0], flow.steps[outer[0]].args[0])
+    chunks = _chunks(flow, split, 4) if split is not None and flow.steps[split].label == _SPLIT else None
+    activations = (candidate[0], forget[0], candidate[1], outer[0])  # i, f, g, o
+    if chunks is None or not all(_reads(flow, a, split, c) for a, c in zip(activations, chunks)):
+        return []
+    match.group.add(split)
+    gates = match.step(split, 0, _ADD)
+    if gates is None or value_of(flow, flow.steps[gates].args[2]) != 1:
+        return []
+    sums = flow.steps[gates].args[:2]
+    product = next((p for p in (_projection(flow, gates, i) for i in (0, 1)) if p is not None), None)
+    side = 0 if product is None or flow.producer(gates, sums[0]) == product else 1
+    reads = [(gates, sums[1 - side]), (gates, sums[side]), (forget_mul, forget[1])]  # input gates, hidden gates, cell
+    if product is not None:
+        match.group.add(product)
+        bias, hidden, weight = flow.steps[product].args[:3]
+        reads[1:2] = [(product, bias)]
+        reads += [(product, hidden), (product, weight)]
+    outputs = [(pc, flow.steps[pc].args[-1]), (new_cell, flow.steps[new_cell].args[-1])]
+    return _fused(match, "lstm_cell", reads, outputs)
+
+
+def _gru(flow: Dataflow, pc: int):
+    """``(hidden - n) * z + n`` with ``n = tanh(x_n + h_n * r)``, ``r`` and ``z`` the sigmoids of
+    ``h_r + x_r`` and ``h_z + x_z``, back to the splits of the hidden and the input gates."""
+    match = Match(flow)
+    match.group.add(pc)
+    ends = _operands(match, pc, _MUL, _TANH)
+    parts = _operands(match, ends[0], _SUB, _SIGMOID) if ends else None
+    if parts is None:
+        return []
+    (difference, update), candidate = parts, ends[1]
+    hidden = flow.steps[difference].args[0]
+    if value_of(flow, flow.steps[difference].args[2]) != 1:
+        return []
+    if flow.producer(difference, flow.steps[difference].args[1]) != candidate:
+        return []
+    candidate_add = match.step(candidate, 0, _ADD)
+    x_n = _operands(match, candidate_add, _MUL, None)
+    gated = _operands(match, x_n[0], _SPLIT, _SIGMOID) if x_n else None
+    if gated is None:
+        return []
+    hidden_split, reset = gated
+    reset_add, update_add = match.step(reset, 0, _ADD), match.step(update, 0, _ADD)
+    resets, updates = _operands(match, reset_add, _SPLIT, _SPLIT), _operands(match, update_add, _SPLIT, _SPLIT)
+    if resets is None or updates is None or hidden_split not in resets:
+        return []
+    input_split = resets[1] if resets[0] == hidden_split else resets[0]
+    h, x = _chunks(flow, hidden_split, 3), _chunks(flow, input_split, 3)
+    if h is None or x is None or input_split == hidden_split or set(updates) != {hidden_split, input_split}:
+        return []
+    roles = [(reset_add, hidden_split, h[0]), (reset_add, input_split, x[0]), (update_add, hidden_split, h[1])]
+    roles += [(update_add, input_split, x[1]), (x_n[0], hidden_split, h[2]), (candidate_add, input_split, x[2])]
+    if not all(_reads(flow, *role) for role in roles):
+        return []
+    reads = [(input_split, flow.steps[input_split].args[0]), (hidden_split, flow.steps[hidden_split].args[0])]
+    reads.append((difference, hidden))
+    product = _projection(flow, hidden_split, 0)
+    if product is not None and _same_bytes(flow, flow.steps[product].args[1], hidden):
+        match.group.add(product)  # the projected state is the one carried on
+        bias, projected, weight = flow.steps[product].args[:3]
+        reads[1:2] = [(product, bias)]
+        reads += [(product, weight), (product, projected)]
+    return _fused(match, "gru_cell", reads, [(pc, flow.steps[pc].args[-1])])
+
+
+def _fused(match: Match, name: str, reads: list, outputs: list):
+    """One step running the ``name`` kernel on ``reads`` (input gates, hidden gates, the state
+    and, with a projection, the projected hidden state and its weight) into ``outputs``, once the
+    group is proved replaceable and the kernel's shape function gives the outputs' shapes."""
+    flow = match.flow
+    inputs, results = [value for _, value in reads], [value for _, value in outputs]
+    arrays = [value_of(flow, i) for i in inputs + results]
+    if {a.dtype for a in arrays} != {arrays[0].dtype} or arrays[0].dtype not in FLOATS:
+        return []
+    if not replaceable(flow, match.group, outputs, reads):
+        return []
+    cell = _Cell(name, len(inputs) > 3)
+    shapes = output_shapes(f"torchedge_fused::{name}.out", list(cell.arguments(arrays)))
+    if [tuple(s) for s in shapes] != [a.shape for a in arrays[len(inputs) :]]:
+        return []
+    # The kernels read every input but the state before they write anything, and the state
+    # element by element as they write it into the first output: only an output over part of
+    # the state needs scratch memory.
+    state = inputs[2]
+    if any(overlaps(flow, i, [state]) and not _same_bytes(flow, i, state) for i in results):
+        cell = replace(cell, scratch=[np.empty(a.shape, a.dtype) for a in arrays[len(inputs) :]])
+    label = f"torchedge_fused::{name}.out (fused at load)"
+    return [(match.group, Step(KERNEL, cell, tuple(inputs + results), results[0], label))]
+
+
+@dataclass(frozen=True, eq=False)
+class _Cell:
+    """The fused step's call: its arguments are the group's inputs (see `_fused`), then its outputs."""
+
+    name: str
+    projected: bool  # the hidden state and its weight are among the inputs
+    scratch: list | None = None  # where the kernel writes when an output overlaps an input
+
+    def arguments(self, arrays) -> tuple:
+        """The kernel's arguments (the step index -1: the input gates are the step's own)."""
+        if self.name == "lstm_cell":
+            gates_and_cell, outs = arrays[:3], arrays[-2:]
+            hidden, weight = arrays[3:5] if self.projected else (None, None)
+            return (*gates_and_cell, hidden, weight, -1, *outs)
+        return (*arrays[:3], arrays[3] if self.projected else None, -1, arrays[-1])
+
+    def __call__(self, *arrays) -> None:
+        count = 2 if self.name == "lstm_cell" else 1
+        outs = arrays[-count:]
+        kernel = lstm_cell if self.name == "lstm_cell" else gru_cell
+        kernel(*self.arguments(arrays[:-count] + tuple(outs if self.scratch is None else self.scratch)))
+        if self.scratch is not None:
+            for out, written in zip(outs, self.scratch):
+                np.copyto(out, written)
