@@ -23,7 +23,7 @@ from torchedge.kernels.portable.fused import NAMESPACE, check_float
 from torchedge.kernels.portable.unary import _sigmoid
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["lstm_cell", "gru_cell"]
+__all__ = ["lstm_cell", "gru_cell", "lstm_step", "gru_step"]
 
 
 def _gate_shapes(op: str, input_gates, hidden_gates, hidden, weight, step) -> tuple[tuple, tuple]:
@@ -103,16 +103,21 @@ def lstm_cell(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1)
     size, shape = _step_shape(op, 4, *shapes, cell.shape)
     _check_outs(op, shape, out0, out1)
     with quiet():
-        x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
-        gates = np.add(h, x)
-        activated = np.empty_like(gates)
-        _sigmoid(gates, activated)  # σ over all four gates: the g gate's is not used
-        candidate = np.tanh(gates[..., 2 * size : 3 * size])
-        np.multiply(activated[..., size : 2 * size], cell, out=out1)
-        np.multiply(activated[..., :size], candidate, out=candidate)
-        out1 += candidate
-        cell_tanh = np.tanh(out1, out=candidate if candidate.shape == out1.shape else None)
-        np.multiply(activated[..., 3 * size :], cell_tanh, out=out0)
+        lstm_step(input_gates, hidden_gates, cell, hidden, weight, step, size, out0, out1)
+
+
+def lstm_step(input_gates, hidden_gates, cell, hidden, weight, step: int, size: int, out0, out1) -> None:
+    """`lstm_cell`'s arithmetic on arguments it has checked (``size``: the hidden size)."""
+    x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
+    gates = np.add(h, x)
+    activated = np.empty_like(gates)
+    _sigmoid(gates, activated)  # σ over all four gates: the g gate's is not used
+    candidate = np.tanh(gates[..., 2 * size : 3 * size])
+    np.multiply(activated[..., size : 2 * size], cell, out=out1)
+    np.multiply(activated[..., :size], candidate, out=candidate)
+    out1 += candidate
+    cell_tanh = np.tanh(out1, out=candidate if candidate.shape == out1.shape else None)
+    np.multiply(activated[..., 3 * size :], cell_tanh, out=out0)
 
 
 def _gru_cell_shape(op: str, input_gates, hidden_gates, hidden, weight, step, out) -> list[tuple]:
@@ -130,12 +135,17 @@ def gru_cell(input_gates, hidden_gates, hidden, weight, step, out):
     size, shape = _step_shape(op, 3, *shapes, hidden.shape)
     _check_outs(op, shape, out)
     with quiet():
-        x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
-        gates = np.add(h[..., : 2 * size], x[..., : 2 * size])
-        _sigmoid(gates, gates)  # r and z together
-        candidate = np.multiply(h[..., 2 * size :], gates[..., :size])
-        np.add(x[..., 2 * size :], candidate, out=candidate)
-        np.tanh(candidate, out=candidate)
-        np.subtract(hidden, candidate, out=out)
-        out *= gates[..., size:]
-        out += candidate
+        gru_step(input_gates, hidden_gates, hidden, weight, step, size, out)
+
+
+def gru_step(input_gates, hidden_gates, hidden, weight, step: int, size: int, out) -> None:
+    """`gru_cell`'s arithmetic on arguments it has checked (``size``: the hidden size)."""
+    x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
+    gates = np.add(h[..., : 2 * size], x[..., : 2 * size])
+    _sigmoid(gates, gates)  # r and z together
+    candidate = np.multiply(h[..., 2 * size :], gates[..., :size])
+    np.add(x[..., 2 * size :], candidate, out=candidate)
+    np.tanh(candidate, out=candidate)
+    np.subtract(hidden, candidate, out=out)
+    out *= gates[..., size:]
+    out += candidate

@@ -10,8 +10,9 @@ values each, where calling them costs more than their arithmetic. The fused kern
 operations in the same order (`torchedge.kernels.portable.fused_recurrent`), so the results have
 the same bits. A first step whose hidden projection constant folding already computed fuses
 without the projection (LSTM) or stays as written (GRU: its three gates are separate
-constants). The steps' slices of the layer's input projection come long before the cells and
-stay where they are.
+constants). The steps' slices of the layer's input projection (one GEMM over all steps) come
+long before the cells and stay: memory planning reuses the projection's rows, and most slices',
+before the cells read them.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from torchedge.kernels.portable.fused import FLOATS
-from torchedge.kernels.portable.fused_recurrent import gru_cell, lstm_cell
+from torchedge.kernels.portable.fused_recurrent import gru_step, lstm_step
 from torchedge.kernels.registry import output_shapes
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.matching import Match, overlaps, replaceable, value_of
@@ -29,7 +30,7 @@ from torchedge.runtime.steps import KERNEL, Step
 
 __all__ = ["RECURRENT_ANCHORS", "recurrent_cell"]
 
-_SPLIT = "aten::split_with_sizes_copy.out"
+_SPLITS = ("aten::split_with_sizes_copy.out", "aten::split_copy.Tensor_out")
 _SIGMOID, _TANH, _MUL, _ADD, _SUB = (f"aten::{op}.out" for op in ("sigmoid", "tanh", "mul", "add", "sub"))
 RECURRENT_ANCHORS = (_MUL, _ADD)  # an LSTM step ends in a product (its new hidden state), a GRU step in a sum
 
@@ -39,10 +40,11 @@ def recurrent_cell(flow: Dataflow, pc: int):
     return _lstm(flow, pc) if flow.steps[pc].label == _MUL else _gru(flow, pc)
 
 
-def _operands(match: Match, pc: int | None, first: str, second: str | None) -> tuple | None:
-    """The producers of a two-operand step's operands, labelled ``first`` and ``second`` in either
-    order (a ``sub`` in its own order), added to the group; with ``second`` None the other operand
-    may be any value and its index is returned. An ``add`` or ``sub`` must have ``alpha`` 1."""
+def _operands(match: Match, pc: int | None, first, second) -> tuple | None:
+    """The producers of a two-operand step's operands, labelled ``first`` and ``second`` (a label
+    or a tuple of them) in either order (a ``sub`` in its own order), added to the group; with
+    ``second`` None the other operand may be any value and its index is returned. An ``add`` or
+    ``sub`` must have ``alpha`` 1."""
     if pc is None:
         return None
     flow, step = match.flow, match.flow.steps[pc]
@@ -50,15 +52,19 @@ def _operands(match: Match, pc: int | None, first: str, second: str | None) -> t
         return None
     for a, b in ((0, 1),) if step.label == _SUB else ((0, 1), (1, 0)):
         p, q = (flow.producer(pc, step.args[i]) for i in (a, b))
-        if p is None or flow.steps[p].label != first:
+        if p is None or not _labelled(flow, p, first):
             continue
         if second is None:
             match.group.add(p)
             return p, step.args[b]
-        if q is not None and flow.steps[q].label == second:
+        if q is not None and _labelled(flow, q, second):
             match.group.update((p, q))
             return p, q
     return None
+
+
+def _labelled(flow: Dataflow, pc: int, labels) -> bool:
+    return flow.steps[pc].label in ((labels,) if isinstance(labels, str) else labels)
 
 
 def _chunks(flow: Dataflow, split: int, count: int) -> list[int] | None:
@@ -66,7 +72,8 @@ def _chunks(flow: Dataflow, split: int, count: int) -> list[int] | None:
     ``count`` equal chunks."""
     source, sizes, dim, out = (value_of(flow, i) for i in flow.steps[split].args)
     width = source.shape[-1] if source.ndim else 0
-    if width % count or list(sizes) != [width // count] * count or dim not in (-1, source.ndim - 1):
+    sizes = [sizes] * count if isinstance(sizes, int) else list(sizes)  # split_copy's one size, or each chunk's
+    if width % count or sizes != [width // count] * count or dim not in (-1, source.ndim - 1):
         return None
     items = list(flow.values.schema[flow.steps[split].args[3]].items)
     return items if len(items) == count and len(out) == count else None
@@ -109,7 +116,7 @@ def _lstm(flow: Dataflow, pc: int):
     else:
         return []
     split = flow.producer(outer[0], flow.steps[outer[0]].args[0])
-    chunks = _chunks(flow, split, 4) if split is not None and flow.steps[split].label == _SPLIT else None
+    chunks = _chunks(flow, split, 4) if split is not None and flow.steps[split].label in _SPLITS else None
     activations = (candidate[0], forget[0], candidate[1], outer[0])  # i, f, g, o
     if chunks is None or not all(_reads(flow, a, split, c) for a, c in zip(activations, chunks)):
         return []
@@ -118,7 +125,9 @@ def _lstm(flow: Dataflow, pc: int):
     if gates is None or value_of(flow, flow.steps[gates].args[2]) != 1:
         return []
     sums = flow.steps[gates].args[:2]
-    product = next((p for p in (_projection(flow, gates, i) for i in (0, 1)) if p is not None), None)
+    # with both sums projections (an ``nn.LSTMCell`` projects its input each step), the later one,
+    # next to the cell: the other ran before the group (which one is the state's does not matter)
+    product = max((p for p in (_projection(flow, gates, i) for i in (0, 1)) if p is not None), default=None)
     side = 0 if product is None or flow.producer(gates, sums[0]) == product else 1
     reads = [(gates, sums[1 - side]), (gates, sums[side]), (forget_mul, forget[1])]  # input gates, hidden gates, cell
     if product is not None:
@@ -147,12 +156,12 @@ def _gru(flow: Dataflow, pc: int):
         return []
     candidate_add = match.step(candidate, 0, _ADD)
     x_n = _operands(match, candidate_add, _MUL, None)
-    gated = _operands(match, x_n[0], _SPLIT, _SIGMOID) if x_n else None
+    gated = _operands(match, x_n[0], _SPLITS, _SIGMOID) if x_n else None
     if gated is None:
         return []
     hidden_split, reset = gated
     reset_add, update_add = match.step(reset, 0, _ADD), match.step(update, 0, _ADD)
-    resets, updates = _operands(match, reset_add, _SPLIT, _SPLIT), _operands(match, update_add, _SPLIT, _SPLIT)
+    resets, updates = _operands(match, reset_add, _SPLITS, _SPLITS), _operands(match, update_add, _SPLITS, _SPLITS)
     if resets is None or updates is None or hidden_split not in resets:
         return []
     input_split = resets[1] if resets[0] == hidden_split else resets[0]
@@ -185,10 +194,10 @@ def _fused(match: Match, name: str, reads: list, outputs: list):
         return []
     if not replaceable(flow, match.group, outputs, reads):
         return []
-    cell = _Cell(name, len(inputs) > 3)
+    cell = _Cell(name, len(inputs) > 3, arrays[0].shape[-1] // (4 if name == "lstm_cell" else 3))
     shapes = output_shapes(f"torchedge_fused::{name}.out", list(cell.arguments(arrays)))
     if [tuple(s) for s in shapes] != [a.shape for a in arrays[len(inputs) :]]:
-        return []
+        return []  # (the shape function also checks what the kernel checks of its arguments)
     # The kernels read every input but the state before they write anything, and the state
     # element by element as they write it into the first output: only an output over part of
     # the state needs scratch memory.
@@ -201,11 +210,13 @@ def _fused(match: Match, name: str, reads: list, outputs: list):
 
 @dataclass(frozen=True, eq=False)
 class _Cell:
-    """The fused step's call: its arguments are the group's inputs (see `_fused`), then its outputs."""
+    """The fused step's call: its arguments are the group's inputs (see `_fused`), then its
+    outputs; the kernel's checks ran at load, so each run goes straight to its arithmetic."""
 
     name: str
     projected: bool  # the hidden state and its weight are among the inputs
-    scratch: list | None = None  # where the kernel writes when an output overlaps an input
+    size: int  # the hidden size
+    scratch: list | None = None  # where the kernel writes when an output overlaps part of the state
 
     def arguments(self, arrays) -> tuple:
         """The kernel's arguments (the step index -1: the input gates are the step's own)."""
@@ -218,8 +229,11 @@ class _Cell:
     def __call__(self, *arrays) -> None:
         count = 2 if self.name == "lstm_cell" else 1
         outs = arrays[-count:]
-        kernel = lstm_cell if self.name == "lstm_cell" else gru_cell
-        kernel(*self.arguments(arrays[:-count] + tuple(outs if self.scratch is None else self.scratch)))
+        args = self.arguments(arrays[:-count] + tuple(outs if self.scratch is None else self.scratch))
+        if self.name == "lstm_cell":
+            lstm_step(*args[:6], self.size, *args[6:])
+        else:
+            gru_step(*args[:5], self.size, args[5])
         if self.scratch is not None:
             for out, written in zip(outs, self.scratch):
                 np.copyto(out, written)
