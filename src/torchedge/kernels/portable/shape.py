@@ -77,11 +77,11 @@ def _squeeze_dims_shape(op: str, self, dim, out) -> list[tuple]:
 @register_kernel("aten::squeeze_copy.dims_out", shape=_squeeze_dims_shape)
 def reshape_copy(self, shape_argument, out):
     """Every op here keeps the element order, so out's (planned) shape says it all."""
-    check(
-        self.size == out.size,
-        "aten::view_copy.out",
-        f"cannot reshape {list(self.shape)} ({self.size} elements) to {list(out.shape)} ({out.size} elements)",
-    )
+    if self.size != out.size:
+        fail(
+            "aten::view_copy.out",
+            f"cannot reshape {list(self.shape)} ({self.size} elements) to {list(out.shape)} ({out.size} elements)",
+        )
     write(out, self.reshape(out.shape))
 
 
