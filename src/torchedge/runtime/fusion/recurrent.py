@@ -25,7 +25,7 @@ from torchedge.kernels.portable.fused import FLOATS
 from torchedge.kernels.portable.fused_recurrent import gru_step, lstm_step
 from torchedge.kernels.registry import output_shapes
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.matching import Match, overlaps, replaceable, value_of
+from torchedge.runtime.fusion.matching import overlaps, replaceable, value_of
 from torchedge.runtime.steps import KERNEL, Step
 
 __all__ = ["RECURRENT_ANCHORS", "recurrent_cell"]
@@ -40,14 +40,26 @@ def recurrent_cell(flow: Dataflow, pc: int):
     return _lstm(flow, pc) if flow.steps[pc].label == _MUL else _gru(flow, pc)
 
 
-def _operands(match: Match, pc: int | None, first, second) -> tuple | None:
-    """The producers of a two-operand step's operands, labelled ``first`` and ``second`` (a label
-    or a tuple of them) in either order (a ``sub`` in its own order), added to the group; with
-    ``second`` None the other operand may be any value and its index is returned. An ``add`` or
-    ``sub`` must have ``alpha`` 1."""
+def _labelled(flow: Dataflow, pc: int | None, labels) -> bool:
+    return pc is not None and flow.steps[pc].label in ((labels,) if isinstance(labels, str) else labels)
+
+
+def _producer(flow: Dataflow, pc: int | None, position: int, labels) -> int | None:
+    """The step labelled ``labels`` (one label or a tuple) that wrote argument ``position`` of ``pc``."""
     if pc is None:
         return None
-    flow, step = match.flow, match.flow.steps[pc]
+    producer = flow.producer(pc, flow.steps[pc].args[position])
+    return producer if _labelled(flow, producer, labels) else None
+
+
+def _operands(flow: Dataflow, pc: int | None, first, second) -> tuple[int, int] | None:
+    """The producers of a two-operand step's operands, labelled ``first`` and ``second`` (one
+    label or a tuple) in either order (a ``sub`` in its own order); with ``second`` None, the
+    producer of the ``first`` operand and the other operand's value index. An ``add`` or ``sub``
+    must have ``alpha`` 1."""
+    if pc is None:
+        return None
+    step = flow.steps[pc]
     if step.label in (_ADD, _SUB) and value_of(flow, step.args[2]) != 1:
         return None
     for a, b in ((0, 1),) if step.label == _SUB else ((0, 1), (1, 0)):
@@ -55,16 +67,10 @@ def _operands(match: Match, pc: int | None, first, second) -> tuple | None:
         if p is None or not _labelled(flow, p, first):
             continue
         if second is None:
-            match.group.add(p)
             return p, step.args[b]
         if q is not None and _labelled(flow, q, second):
-            match.group.update((p, q))
             return p, q
     return None
-
-
-def _labelled(flow: Dataflow, pc: int, labels) -> bool:
-    return flow.steps[pc].label in ((labels,) if isinstance(labels, str) else labels)
 
 
 def _chunks(flow: Dataflow, split: int, count: int) -> list[int] | None:
@@ -92,8 +98,8 @@ def _same_bytes(flow: Dataflow, a: int, b: int) -> bool:
 def _projection(flow: Dataflow, pc: int, position: int) -> int | None:
     """The ``addmm(bias, hidden, weight)`` (beta and alpha 1, a 1-d bias) that wrote argument
     ``position`` of ``pc``."""
-    product = flow.producer(pc, flow.steps[pc].args[position])
-    if product is None or flow.steps[product].label != "aten::addmm.out":
+    product = _producer(flow, pc, position, "aten::addmm.out")
+    if product is None:
         return None
     bias, _, _, beta, alpha, _ = (value_of(flow, i) for i in flow.steps[product].args)
     return product if beta == 1 and alpha == 1 and bias.ndim == 1 else None
@@ -101,29 +107,29 @@ def _projection(flow: Dataflow, pc: int, position: int) -> int | None:
 
 def _lstm(flow: Dataflow, pc: int):
     """``σ(o) * tanh(σ(f) * cell + σ(i) * tanh(g))`` back to the split of ``hidden gates + input gates``."""
-    match = Match(flow)
-    match.group.add(pc)
-    outer = _operands(match, pc, _SIGMOID, _TANH)
-    new_cell = match.step(outer[1], 0, _ADD) if outer else None
-    products = _operands(match, new_cell, _MUL, _MUL)
-    if products is None:
+    outer = _operands(flow, pc, _SIGMOID, _TANH)
+    if outer is None:
+        return []
+    output_gate, cell_tanh = outer
+    new_cell = _producer(flow, cell_tanh, 0, _ADD)
+    products = _operands(flow, new_cell, _MUL, _MUL)
+    if new_cell is None or products is None:
         return []
     for forget_mul, input_mul in (products, products[::-1]):
-        candidate = _operands(match, input_mul, _SIGMOID, _TANH)
-        forget = _operands(match, forget_mul, _SIGMOID, None) if candidate else None
-        if forget is not None:
+        candidate, forget = _operands(flow, input_mul, _SIGMOID, _TANH), _operands(flow, forget_mul, _SIGMOID, None)
+        if candidate is not None and forget is not None:
             break
     else:
         return []
-    split = flow.producer(outer[0], flow.steps[outer[0]].args[0])
-    chunks = _chunks(flow, split, 4) if split is not None and flow.steps[split].label in _SPLITS else None
-    activations = (candidate[0], forget[0], candidate[1], outer[0])  # i, f, g, o
-    if chunks is None or not all(_reads(flow, a, split, c) for a, c in zip(activations, chunks)):
+    split = _producer(flow, output_gate, 0, _SPLITS)
+    chunks = None if split is None else _chunks(flow, split, 4)
+    activations = (candidate[0], forget[0], candidate[1], output_gate)  # i, f, g, o
+    if split is None or chunks is None or not all(_reads(flow, a, split, c) for a, c in zip(activations, chunks)):
         return []
-    match.group.add(split)
-    gates = match.step(split, 0, _ADD)
+    gates = _producer(flow, split, 0, _ADD)
     if gates is None or value_of(flow, flow.steps[gates].args[2]) != 1:
         return []
+    group = {pc, *outer, new_cell, *products, *candidate, forget[0], split, gates}
     sums = flow.steps[gates].args[:2]
     # with both sums projections (an ``nn.LSTMCell`` projects its input each step), the later one,
     # next to the cell: the other ran before the group (which one is the state's does not matter)
@@ -131,68 +137,65 @@ def _lstm(flow: Dataflow, pc: int):
     side = 0 if product is None or flow.producer(gates, sums[0]) == product else 1
     reads = [(gates, sums[1 - side]), (gates, sums[side]), (forget_mul, forget[1])]  # input gates, hidden gates, cell
     if product is not None:
-        match.group.add(product)
+        group.add(product)
         bias, hidden, weight = flow.steps[product].args[:3]
         reads[1:2] = [(product, bias)]
         reads += [(product, hidden), (product, weight)]
     outputs = [(pc, flow.steps[pc].args[-1]), (new_cell, flow.steps[new_cell].args[-1])]
-    return _fused(match, "lstm_cell", reads, outputs)
+    return _fused(flow, group, "lstm_cell", reads, outputs)
 
 
 def _gru(flow: Dataflow, pc: int):
     """``(hidden - n) * z + n`` with ``n = tanh(x_n + h_n * r)``, ``r`` and ``z`` the sigmoids of
     ``h_r + x_r`` and ``h_z + x_z``, back to the splits of the hidden and the input gates."""
-    match = Match(flow)
-    match.group.add(pc)
-    ends = _operands(match, pc, _MUL, _TANH)
-    parts = _operands(match, ends[0], _SUB, _SIGMOID) if ends else None
-    if parts is None:
+    ends = _operands(flow, pc, _MUL, _TANH)
+    parts = None if ends is None else _operands(flow, ends[0], _SUB, _SIGMOID)
+    if ends is None or parts is None:
         return []
-    (difference, update), candidate = parts, ends[1]
+    (interpolated, candidate), (difference, update) = ends, parts
     hidden = flow.steps[difference].args[0]
-    if value_of(flow, flow.steps[difference].args[2]) != 1:
-        return []
     if flow.producer(difference, flow.steps[difference].args[1]) != candidate:
         return []
-    candidate_add = match.step(candidate, 0, _ADD)
-    x_n = _operands(match, candidate_add, _MUL, None)
-    gated = _operands(match, x_n[0], _SPLITS, _SIGMOID) if x_n else None
-    if gated is None:
+    candidate_add = _producer(flow, candidate, 0, _ADD)
+    gated_and_x = _operands(flow, candidate_add, _MUL, None)
+    gated = None if gated_and_x is None else _operands(flow, gated_and_x[0], _SPLITS, _SIGMOID)
+    if candidate_add is None or gated_and_x is None or gated is None:
         return []
     hidden_split, reset = gated
-    reset_add, update_add = match.step(reset, 0, _ADD), match.step(update, 0, _ADD)
-    resets, updates = _operands(match, reset_add, _SPLITS, _SPLITS), _operands(match, update_add, _SPLITS, _SPLITS)
-    if resets is None or updates is None or hidden_split not in resets:
+    reset_add, update_add = _producer(flow, reset, 0, _ADD), _producer(flow, update, 0, _ADD)
+    resets, updates = _operands(flow, reset_add, _SPLITS, _SPLITS), _operands(flow, update_add, _SPLITS, _SPLITS)
+    if reset_add is None or update_add is None or resets is None or updates is None or hidden_split not in resets:
         return []
     input_split = resets[1] if resets[0] == hidden_split else resets[0]
     h, x = _chunks(flow, hidden_split, 3), _chunks(flow, input_split, 3)
     if h is None or x is None or input_split == hidden_split or set(updates) != {hidden_split, input_split}:
         return []
     roles = [(reset_add, hidden_split, h[0]), (reset_add, input_split, x[0]), (update_add, hidden_split, h[1])]
-    roles += [(update_add, input_split, x[1]), (x_n[0], hidden_split, h[2]), (candidate_add, input_split, x[2])]
+    roles += [(update_add, input_split, x[1]), (gated_and_x[0], hidden_split, h[2]), (candidate_add, input_split, x[2])]
     if not all(_reads(flow, *role) for role in roles):
         return []
+    group = {pc, interpolated, candidate, difference, update, candidate_add, gated_and_x[0], reset}
+    group |= {hidden_split, input_split, reset_add, update_add}
     reads = [(input_split, flow.steps[input_split].args[0]), (hidden_split, flow.steps[hidden_split].args[0])]
     reads.append((difference, hidden))
     product = _projection(flow, hidden_split, 0)
     if product is not None and _same_bytes(flow, flow.steps[product].args[1], hidden):
-        match.group.add(product)  # the projected state is the one carried on
+        group.add(product)  # the projected state is the one carried on
         bias, projected, weight = flow.steps[product].args[:3]
         reads[1:2] = [(product, bias)]
         reads += [(product, weight), (product, projected)]
-    return _fused(match, "gru_cell", reads, [(pc, flow.steps[pc].args[-1])])
+    return _fused(flow, group, "gru_cell", reads, [(pc, flow.steps[pc].args[-1])])
 
 
-def _fused(match: Match, name: str, reads: list, outputs: list):
+def _fused(flow: Dataflow, group: set[int], name: str, reads: list, outputs: list):
     """One step running the ``name`` kernel on ``reads`` (input gates, hidden gates, the state
     and, with a projection, the projected hidden state and its weight) into ``outputs``, once the
     group is proved replaceable and the kernel's shape function gives the outputs' shapes."""
-    flow = match.flow
     inputs, results = [value for _, value in reads], [value for _, value in outputs]
     arrays = [value_of(flow, i) for i in inputs + results]
     if {a.dtype for a in arrays} != {arrays[0].dtype} or arrays[0].dtype not in FLOATS:
         return []
-    if not replaceable(flow, match.group, outputs, reads):
+    if not replaceable(flow, group, outputs, reads):
         return []
     cell = _Cell(name, len(inputs) > 3, arrays[0].shape[-1] // (4 if name == "lstm_cell" else 3))
     shapes = output_shapes(f"torchedge_fused::{name}.out", list(cell.arguments(arrays)))
@@ -205,7 +208,7 @@ def _fused(match: Match, name: str, reads: list, outputs: list):
     if any(overlaps(flow, i, [state]) and not _same_bytes(flow, i, state) for i in results):
         cell = replace(cell, scratch=[np.empty(a.shape, a.dtype) for a in arrays[len(inputs) :]])
     label = f"torchedge_fused::{name}.out (fused at load)"
-    return [(match.group, Step(KERNEL, cell, tuple(inputs + results), results[0], label))]
+    return [(group, Step(KERNEL, cell, tuple(inputs + results), results[0], label))]
 
 
 @dataclass(frozen=True, eq=False)
@@ -229,11 +232,14 @@ class _Cell:
     def __call__(self, *arrays) -> None:
         count = 2 if self.name == "lstm_cell" else 1
         outs = arrays[-count:]
-        args = self.arguments(arrays[:-count] + tuple(outs if self.scratch is None else self.scratch))
+        gates, hidden_gates, state, *projection = arrays[:-count]
+        targets = outs if self.scratch is None else self.scratch
         if self.name == "lstm_cell":
-            lstm_step(*args[:6], self.size, *args[6:])
+            hidden, weight = projection if self.projected else (None, None)
+            lstm_step(gates, hidden_gates, state, hidden, weight, -1, self.size, targets[0], targets[1])
         else:
-            gru_step(*args[:5], self.size, args[5])
+            weight = projection[0] if self.projected else None
+            gru_step(gates, hidden_gates, state, weight, -1, self.size, targets[0])
         if self.scratch is not None:
             for out, written in zip(outs, self.scratch):
                 np.copyto(out, written)
