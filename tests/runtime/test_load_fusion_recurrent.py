@@ -111,3 +111,23 @@ def test_the_same_file_runs_in_executorch():
     labels, buffer, arrays, got = _run(model, (torch.randn(1, 4, 8),))
     assert labels.count(LSTM) == 4
     assert_matches(got, executorch_run(buffer, arrays), 1e-6)
+
+
+@pytest.mark.parametrize("offset", [0, 8])
+def test_a_result_planned_over_the_state_needs_no_scratch_memory(offset):
+    """Memory planning may put the new cell over the old one (or part of it): the fused step reads
+    the state only in the call that writes the new cell, which NumPy runs on a copy where they
+    overlap, so the values are those of separate memory."""
+    from torchedge.kernels.portable.fused_recurrent import lstm_cell
+    from torchedge.runtime.fusion.recurrent import _Cell
+
+    rng = np.random.default_rng(5)
+    gates, hidden_gates = rng.standard_normal((1, 64)), rng.standard_normal((1, 64))
+    memory = rng.standard_normal(48)
+    cell, new_cell = memory[:16].reshape(1, 16), memory[offset : offset + 16].reshape(1, 16)
+    expected = np.empty((1, 16)), np.empty((1, 16))
+    lstm_cell(gates, hidden_gates, cell.copy(), None, None, -1, *expected)
+    new_hidden = np.empty((1, 16))
+    _Cell("lstm_cell", False, 16)(gates, hidden_gates, cell, new_hidden, new_cell)
+    np.testing.assert_array_equal(new_hidden, expected[0])
+    np.testing.assert_array_equal(new_cell, expected[1])

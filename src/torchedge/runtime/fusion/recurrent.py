@@ -17,15 +17,13 @@ before the cells read them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
-import numpy as np
+from dataclasses import dataclass
 
 from torchedge.kernels.portable.fused import FLOATS
 from torchedge.kernels.portable.fused_recurrent import gru_step, lstm_step
 from torchedge.kernels.registry import output_shapes
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.matching import overlaps, replaceable, value_of
+from torchedge.runtime.fusion.matching import replaceable, value_of
 from torchedge.runtime.steps import KERNEL, Step
 
 __all__ = ["RECURRENT_ANCHORS", "recurrent_cell"]
@@ -201,12 +199,9 @@ def _fused(flow: Dataflow, group: set[int], name: str, reads: list, outputs: lis
     shapes = output_shapes(f"torchedge_fused::{name}.out", list(cell.arguments(arrays)))
     if [tuple(s) for s in shapes] != [a.shape for a in arrays[len(inputs) :]]:
         return []  # (the shape function also checks what the kernel checks of its arguments)
-    # The kernels read every input but the state before they write anything, and the state
-    # element by element as they write it into the first output: only an output over part of
-    # the state needs scratch memory.
-    state = inputs[2]
-    if any(overlaps(flow, i, [state]) and not _same_bytes(flow, i, state) for i in results):
-        cell = replace(cell, scratch=[np.empty(a.shape, a.dtype) for a in arrays[len(inputs) :]])
+    # No scratch memory where planning put an output over an input: the kernels read every input
+    # but the state before they write anything, and the state only in the one ufunc call that
+    # writes their first output (NumPy copies an input that overlaps the output of its call).
     label = f"torchedge_fused::{name}.out (fused at load)"
     return [(group, Step(KERNEL, cell, tuple(inputs + results), results[0], label))]
 
@@ -219,7 +214,6 @@ class _Cell:
     name: str
     projected: bool  # the hidden state and its weight are among the inputs
     size: int  # the hidden size
-    scratch: list | None = None  # where the kernel writes when an output overlaps part of the state
 
     def arguments(self, arrays) -> tuple:
         """The kernel's arguments (the step index -1: the input gates are the step's own)."""
@@ -230,16 +224,10 @@ class _Cell:
         return (*arrays[:3], arrays[3] if self.projected else None, -1, arrays[-1])
 
     def __call__(self, *arrays) -> None:
-        count = 2 if self.name == "lstm_cell" else 1
-        outs = arrays[-count:]
-        gates, hidden_gates, state, *projection = arrays[:-count]
-        targets = outs if self.scratch is None else self.scratch
         if self.name == "lstm_cell":
+            gates, hidden_gates, cell, *projection, new_hidden, new_cell = arrays
             hidden, weight = projection if self.projected else (None, None)
-            lstm_step(gates, hidden_gates, state, hidden, weight, -1, self.size, targets[0], targets[1])
+            lstm_step(gates, hidden_gates, cell, hidden, weight, -1, self.size, new_hidden, new_cell)
         else:
-            weight = projection[0] if self.projected else None
-            gru_step(gates, hidden_gates, state, weight, -1, self.size, targets[0])
-        if self.scratch is not None:
-            for out, written in zip(outs, self.scratch):
-                np.copyto(out, written)
+            gates, hidden_gates, hidden, *projection, new_hidden = arrays
+            gru_step(gates, hidden_gates, hidden, projection[0] if self.projected else None, -1, self.size, new_hidden)
