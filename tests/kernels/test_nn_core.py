@@ -57,6 +57,8 @@ CONVOLUTIONS = [  # input, weight, stride, padding, dilation, transposed, output
     ((1, 4, 9, 8), (4, 1, 3, 3), [2, 2], [1, 1], [1, 1], False, [0, 0], 4, True),  # depthwise, stride 2
     ((2, 6, 5, 6, 7), (4, 3, 3, 2, 3), [1, 2, 1], [1, 0, 2], [1, 1, 2], False, [0, 0, 0], 2, True),
     ((1, 3, 4, 5, 4), (6, 1, 1, 1, 1), [1], [0], [1], False, [0, 0, 0], 3, False),  # pointwise 3-d depthwise
+    ((2, 4, 5, 6), (12, 4, 1, 1), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, True),  # expansion: bias in the GEMM
+    ((1, 4, 3, 7), (16, 2, 1, 1), [1, 1], [0, 0], [1, 1], False, [0, 0], 2, True),  # ... grouped
     ((2, 4, 5, 6), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], True, [1, 0], 1, True),
     ((1, 4, 5, 4), (4, 2, 3, 2), [2, 3], [0, 1], [2, 1], True, [1, 2], 2, True),
     ((2, 3, 7), (3, 2, 4), [3], [2], [1], True, [1], 1, False),
@@ -118,6 +120,7 @@ def _convolution_cases():
 
 INT_CONVOLUTIONS = [  # input, weight, stride, padding, groups: each path of conv_forward
     ((2, 8, 5, 6), (6, 8, 1, 1), [1, 1], [0, 0], 1),  # pointwise (int64: the input is the column matrix)
+    ((2, 3, 5, 6), (8, 3, 1, 1), [1, 1], [0, 0], 1),  # ... an expansion: (int64) the bias as a row of ones
     ((1, 2, 4, 30), (3, 2, 3, 3), [1, 1], [0, 0], 1),  # im2col over whole rows, the bias as a column
     ((1, 300, 2, 30), (300, 300, 1, 3), [1, 1], [0, 0], 1),  # ... large weights: the bias in the extraction
     ((1, 2, 5, 5), (3, 2, 3, 3), [1, 1], [1, 1], 1),  # im2col position by position
