@@ -105,6 +105,31 @@ def test_hand_written_cells_fuse_where_their_steps_match():
     assert labels.count("aten::tanh.out") == 2  # the second step's two tanhs
 
 
+class HandWrittenGRU(nn.Module):
+    """A GRU written out, its interpolation ``(h - n) * z + n`` with ``sub``'s ``alpha``."""
+
+    def __init__(self, alpha):
+        super().__init__()
+        self.ih, self.hh, self.alpha = nn.Linear(8, 48), nn.Linear(16, 48), alpha
+
+    def forward(self, x):
+        h = torch.ones(x.shape[0], 16)
+        for t in range(3):
+            x_r, x_z, x_n = self.ih(x[:, t]).chunk(3, 1)
+            h_r, h_z, h_n = self.hh(h).chunk(3, 1)
+            r, z = torch.sigmoid(h_r + x_r), torch.sigmoid(h_z + x_z)
+            n = torch.tanh(x_n + h_n * r)
+            h = torch.sub(h, n, alpha=self.alpha) * z + n
+        return h
+
+
+@pytest.mark.parametrize("alpha, fused", [(1, 2), (2, 0)])  # the first step: constant gates
+def test_a_hand_written_gru_fuses_only_the_interpolation_it_computes(alpha, fused):
+    torch.manual_seed(6)
+    labels, *_ = _run(HandWrittenGRU(alpha), (torch.randn(2, 3, 8),))
+    assert labels.count(GRU) == fused
+
+
 def test_the_same_file_runs_in_executorch():
     torch.manual_seed(4)
     model = Recurrent("LSTM", layers=1)

@@ -151,8 +151,8 @@ def _gru(flow: Dataflow, pc: int):
     if ends is None or parts is None:
         return []
     (interpolated, candidate), (difference, update) = ends, parts
-    hidden = flow.steps[difference].args[0]
-    if flow.producer(difference, flow.steps[difference].args[1]) != candidate:
+    hidden, subtracted, alpha, _ = flow.steps[difference].args
+    if value_of(flow, alpha) != 1 or flow.producer(difference, subtracted) != candidate:
         return []
     candidate_add = _producer(flow, candidate, 0, _ADD)
     gated_and_x = _operands(flow, candidate_add, _MUL, None)
@@ -191,7 +191,8 @@ def _fused(flow: Dataflow, group: set[int], name: str, reads: list, outputs: lis
     group is proved replaceable and the kernel's shape function gives the outputs' shapes."""
     inputs, results = [value for _, value in reads], [value for _, value in outputs]
     arrays = [value_of(flow, i) for i in inputs + results]
-    if {a.dtype for a in arrays} != {arrays[0].dtype} or arrays[0].dtype not in FLOATS:
+    written = [value_of(flow, w.value) for pc in group for w in flow.writes[pc]]  # intermediates too
+    if {a.dtype for a in arrays + written} != {arrays[0].dtype} or arrays[0].dtype not in FLOATS:
         return []
     if not replaceable(flow, group, outputs, reads):
         return []
