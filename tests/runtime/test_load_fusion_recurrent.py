@@ -68,6 +68,24 @@ def test_gru_steps_fuse_but_the_first(batch, dtype):
     assert labels.count("aten::sigmoid.out") == 2 * 2
 
 
+class Bidirectional(nn.Module):
+    """Two bidirectional layers, the sequence first."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.rnn = getattr(nn, kind)(8, 16, num_layers=2, bidirectional=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+@pytest.mark.parametrize("kind, fused", [("LSTM", 2 * 2 * 5), ("GRU", 2 * 2 * 4)])
+def test_both_directions_of_sequence_first_layers_fuse(kind, fused):
+    torch.manual_seed(7)
+    labels, *_ = _run(Bidirectional(kind), (torch.randn(5, 2, 8),))
+    assert labels.count(LSTM if kind == "LSTM" else GRU) == fused
+
+
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_initial_states_given_as_inputs(kind):
     """The first step then projects its state like every other: all steps fuse, and the final
