@@ -103,10 +103,10 @@ def lstm_cell(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1)
     size, shape = _step_shape(op, 4, *shapes, cell.shape)
     _check_outs(op, shape, out0, out1)
     with quiet():
-        lstm_step(input_gates, hidden_gates, cell, hidden, weight, step, size, out0, out1)
+        lstm_step(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1, size=size)
 
 
-def lstm_step(input_gates, hidden_gates, cell, hidden, weight, step: int, size: int, out0, out1) -> None:
+def lstm_step(input_gates, hidden_gates, cell, hidden, weight, step: int, out0, out1, *, size: int) -> None:
     """`lstm_cell`'s arithmetic on arguments it has checked (``size``: the hidden size)."""
     x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
     gates = np.add(h, x)
@@ -135,10 +135,10 @@ def gru_cell(input_gates, hidden_gates, hidden, weight, step, out):
     size, shape = _step_shape(op, 3, *shapes, hidden.shape)
     _check_outs(op, shape, out)
     with quiet():
-        gru_step(input_gates, hidden_gates, hidden, weight, step, size, out)
+        gru_step(input_gates, hidden_gates, hidden, weight, step, out, size=size)
 
 
-def gru_step(input_gates, hidden_gates, hidden, weight, step: int, size: int, out) -> None:
+def gru_step(input_gates, hidden_gates, hidden, weight, step: int, out, *, size: int) -> None:
     """`gru_cell`'s arithmetic on arguments it has checked (``size``: the hidden size)."""
     x, h = _gates(input_gates, hidden_gates, hidden, weight, step)
     gates = np.add(h[..., : 2 * size], x[..., : 2 * size])

@@ -127,6 +127,11 @@ class Dataflow:
             return None
         return sources[0] if all(_dense(self.values.values[a.value]) for a in written) else None
 
+    def same_bytes(self, a: int, b: int) -> bool:
+        """Whether values ``a`` and ``b`` cover the same bytes (one a reshape of the other)."""
+        first, second = self.access(a), self.access(b)
+        return (first.start, first.stop) == (second.start, second.stop)
+
     def access(self, value: int) -> Access:
         return Access(value, *_bounds(self.values.values[value]))
 

@@ -15,6 +15,17 @@ def value_of(flow: Dataflow, index: int):
     return flow.values.values[index]
 
 
+def labelled_producer(flow: Dataflow, pc: int | None, position: int, labels) -> int | None:
+    """The one step that wrote exactly what argument ``position`` of step ``pc`` reads, when it
+    is labelled ``labels`` (one label or a tuple of them)."""
+    if pc is None:
+        return None
+    producer = flow.producer(pc, flow.steps[pc].args[position])
+    if producer is None or flow.steps[producer].label not in ((labels,) if isinstance(labels, str) else labels):
+        return None
+    return producer
+
+
 def replaceable(flow: Dataflow, group: set[int], outputs: list[tuple[int, int]], inputs: list[tuple[int, int]]) -> bool:
     """Whether ``group``'s steps can run as one step at its first position writing ``outputs``
     (the (step, value) writes of the group others may read) from ``inputs`` (the (step, value)
@@ -50,12 +61,9 @@ class Match:
         self.group: set[int] = set()
 
     def step(self, pc: int | None, position: int, label: str) -> int | None:
-        if pc is None:
-            return None
-        producer = self.flow.producer(pc, self.flow.steps[pc].args[position])
-        if producer is None or self.flow.steps[producer].label != label:
-            return None
-        self.group.add(producer)
+        producer = labelled_producer(self.flow, pc, position, label)
+        if producer is not None:
+            self.group.add(producer)
         return producer
 
     def args(self, pc: int) -> list:

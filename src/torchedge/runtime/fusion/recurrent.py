@@ -23,7 +23,7 @@ from torchedge.kernels.portable.fused import FLOATS
 from torchedge.kernels.portable.fused_recurrent import gru_step, lstm_step
 from torchedge.kernels.registry import output_shapes
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.matching import replaceable, value_of
+from torchedge.runtime.fusion.matching import labelled_producer, replaceable, value_of
 from torchedge.runtime.steps import KERNEL, Step
 
 __all__ = ["RECURRENT_ANCHORS", "recurrent_cell"]
@@ -38,18 +38,6 @@ def recurrent_cell(flow: Dataflow, pc: int):
     return _lstm(flow, pc) if flow.steps[pc].label == _MUL else _gru(flow, pc)
 
 
-def _labelled(flow: Dataflow, pc: int | None, labels) -> bool:
-    return pc is not None and flow.steps[pc].label in ((labels,) if isinstance(labels, str) else labels)
-
-
-def _producer(flow: Dataflow, pc: int | None, position: int, labels) -> int | None:
-    """The step labelled ``labels`` (one label or a tuple) that wrote argument ``position`` of ``pc``."""
-    if pc is None:
-        return None
-    producer = flow.producer(pc, flow.steps[pc].args[position])
-    return producer if _labelled(flow, producer, labels) else None
-
-
 def _operands(flow: Dataflow, pc: int | None, first, second) -> tuple[int, int] | None:
     """The producers of a two-operand step's operands, labelled ``first`` and ``second`` (one
     label or a tuple) in either order (a ``sub`` in its own order); with ``second`` None, the
@@ -61,12 +49,13 @@ def _operands(flow: Dataflow, pc: int | None, first, second) -> tuple[int, int] 
     if step.label in (_ADD, _SUB) and value_of(flow, step.args[2]) != 1:
         return None
     for a, b in ((0, 1),) if step.label == _SUB else ((0, 1), (1, 0)):
-        p, q = (flow.producer(pc, step.args[i]) for i in (a, b))
-        if p is None or not _labelled(flow, p, first):
+        p = labelled_producer(flow, pc, a, first)
+        if p is None:
             continue
         if second is None:
             return p, step.args[b]
-        if q is not None and _labelled(flow, q, second):
+        q = labelled_producer(flow, pc, b, second)
+        if q is not None:
             return p, q
     return None
 
@@ -88,15 +77,10 @@ def _reads(flow: Dataflow, pc: int, split: int, chunk: int) -> bool:
     return any(arg == chunk and flow.producer(pc, arg) == split for arg in flow.steps[pc].args[:2])
 
 
-def _same_bytes(flow: Dataflow, a: int, b: int) -> bool:
-    first, second = flow.access(a), flow.access(b)
-    return (first.start, first.stop) == (second.start, second.stop)
-
-
 def _projection(flow: Dataflow, pc: int, position: int) -> int | None:
     """The ``addmm(bias, hidden, weight)`` (beta and alpha 1, a 1-d bias) that wrote argument
     ``position`` of ``pc``."""
-    product = _producer(flow, pc, position, "aten::addmm.out")
+    product = labelled_producer(flow, pc, position, "aten::addmm.out")
     if product is None:
         return None
     bias, _, _, beta, alpha, _ = (value_of(flow, i) for i in flow.steps[product].args)
@@ -109,7 +93,7 @@ def _lstm(flow: Dataflow, pc: int):
     if outer is None:
         return []
     output_gate, cell_tanh = outer
-    new_cell = _producer(flow, cell_tanh, 0, _ADD)
+    new_cell = labelled_producer(flow, cell_tanh, 0, _ADD)
     products = _operands(flow, new_cell, _MUL, _MUL)
     if new_cell is None or products is None:
         return []
@@ -119,12 +103,12 @@ def _lstm(flow: Dataflow, pc: int):
             break
     else:
         return []
-    split = _producer(flow, output_gate, 0, _SPLITS)
+    split = labelled_producer(flow, output_gate, 0, _SPLITS)
     chunks = None if split is None else _chunks(flow, split, 4)
     activations = (candidate[0], forget[0], candidate[1], output_gate)  # i, f, g, o
     if split is None or chunks is None or not all(_reads(flow, a, split, c) for a, c in zip(activations, chunks)):
         return []
-    gates = _producer(flow, split, 0, _ADD)
+    gates = labelled_producer(flow, split, 0, _ADD)
     if gates is None or value_of(flow, flow.steps[gates].args[2]) != 1:
         return []
     group = {pc, *outer, new_cell, *products, *candidate, forget[0], split, gates}
@@ -154,13 +138,13 @@ def _gru(flow: Dataflow, pc: int):
     hidden, subtracted, alpha, _ = flow.steps[difference].args
     if value_of(flow, alpha) != 1 or flow.producer(difference, subtracted) != candidate:
         return []
-    candidate_add = _producer(flow, candidate, 0, _ADD)
+    candidate_add = labelled_producer(flow, candidate, 0, _ADD)
     gated_and_x = _operands(flow, candidate_add, _MUL, None)
     gated = None if gated_and_x is None else _operands(flow, gated_and_x[0], _SPLITS, _SIGMOID)
     if candidate_add is None or gated_and_x is None or gated is None:
         return []
     hidden_split, reset = gated
-    reset_add, update_add = _producer(flow, reset, 0, _ADD), _producer(flow, update, 0, _ADD)
+    reset_add, update_add = labelled_producer(flow, reset, 0, _ADD), labelled_producer(flow, update, 0, _ADD)
     resets, updates = _operands(flow, reset_add, _SPLITS, _SPLITS), _operands(flow, update_add, _SPLITS, _SPLITS)
     if reset_add is None or update_add is None or resets is None or updates is None or hidden_split not in resets:
         return []
@@ -177,7 +161,7 @@ def _gru(flow: Dataflow, pc: int):
     reads = [(input_split, flow.steps[input_split].args[0]), (hidden_split, flow.steps[hidden_split].args[0])]
     reads.append((difference, hidden))
     product = _projection(flow, hidden_split, 0)
-    if product is not None and _same_bytes(flow, flow.steps[product].args[1], hidden):
+    if product is not None and flow.same_bytes(flow.steps[product].args[1], hidden):
         group.add(product)  # the projected state is the one carried on
         bias, projected, weight = flow.steps[product].args[:3]
         reads[1:2] = [(product, bias)]
@@ -225,10 +209,5 @@ class _Cell:
         return (*arrays[:3], arrays[3] if self.projected else None, -1, arrays[-1])
 
     def __call__(self, *arrays) -> None:
-        if self.name == "lstm_cell":
-            gates, hidden_gates, cell, *projection, new_hidden, new_cell = arrays
-            hidden, weight = projection if self.projected else (None, None)
-            lstm_step(gates, hidden_gates, cell, hidden, weight, -1, self.size, new_hidden, new_cell)
-        else:
-            gates, hidden_gates, hidden, *projection, new_hidden = arrays
-            gru_step(gates, hidden_gates, hidden, projection[0] if self.projected else None, -1, self.size, new_hidden)
+        arithmetic = lstm_step if self.name == "lstm_cell" else gru_step
+        arithmetic(*self.arguments(arrays), size=self.size)
