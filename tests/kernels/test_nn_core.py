@@ -76,6 +76,9 @@ CONVOLUTIONS = [  # input, weight, stride, padding, dilation, transposed, output
     # depthwise on small planes of many channels, channels-last; strided without bias
     ((2, 256, 8, 7), (256, 1, 3, 3), [1, 1], [1, 1], [1, 1], False, [0, 0], 256, True),
     ((1, 300, 13, 14), (300, 1, 3, 3), [2, 2], [1, 0], [1, 1], False, [0, 0], 300, False),
+    # ... dilated 5x3 taps, columns that read padding only; taps that read nothing but padding
+    ((1, 256, 9, 8), (256, 1, 5, 3), [1, 2], [2, 3], [2, 1], False, [0, 0], 256, True),
+    ((2, 256, 1, 8), (256, 1, 3, 3), [5, 1], [2, 1], [1, 1], False, [0, 0], 256, True),
     # Winograd F(2x2, 3x3): batched, an odd output width; unequal padding, an odd height, no bias
     ((2, 48, 12, 11), (48, 48, 3, 3), [1, 1], [1, 1], [1, 1], False, [0, 0], 1, True),
     ((1, 50, 13, 15), (64, 50, 3, 3), [1, 1], [0, 2], [1, 1], False, [0, 0], 1, False),

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from torchedge.kernels.portable.common import write
+from torchedge.kernels.portable.derived_arrays import derived
 from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, workspace
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "depthwise",
     "channels_last_pays",
     "depthwise_channels_last",
+    "sum_taps_channels_last",
 ]
 
 
@@ -193,32 +195,68 @@ def channels_last_pays(channels: int, out_size) -> bool:
 def depthwise_channels_last(x, weight, bias, stride, padding, padding_after, dilation, out, acc) -> None:
     """``out[n, c] = bias[c] + sum over taps t of weight[c, 0, t] * tap_t[n, c]`` for a (N, C, H, W)
     input with one (kh, kw) filter per channel (multiplier 1): the input is copied once,
-    padded and channels-last; each tap is a (N, OH, OW, C) strided view of that copy, scaled by
-    the tap's row of weights (NumPy's inner loops run over the channels), and the running sum
-    is transposed into ``out``."""
+    channels-last, the taps summed by `sum_taps_channels_last` and the sum transposed into ``out``."""
     n, c, h, w = x.shape
-    (ph, pw), (qh, qw) = padding, padding_after
-    oh, ow = out.shape[2:]
-    padded = workspace("taps", (n, h + ph + qh, w + pw + qw, c), acc)
-    for rows in (slice(0, ph), slice(ph + h, None)):
-        padded[:, rows] = 0
-    for columns in (slice(0, pw), slice(pw + w, None)):
-        padded[:, :, columns] = 0
-    np.copyto(padded[:, ph : ph + h, pw : pw + w], x.transpose(0, 2, 3, 1), casting="unsafe")
-    kh, kw = weight.shape[2:]
-    per_tap = np.ascontiguousarray(weight.reshape(c, kh * kw).T, dtype=acc)  # (taps, C)
-    total, scaled = (workspace(slot, (n, oh, ow, c), acc) for slot in ("product", "blocks"))
-    for t in range(kh * kw):
-        i, j = divmod(t, kw)
-        top, left = i * dilation[0], j * dilation[1]
-        tap = padded[
-            :, top : top + stride[0] * (oh - 1) + 1 : stride[0], left : left + stride[1] * (ow - 1) + 1 : stride[1]
-        ]
-        if t == 0:
-            np.multiply(tap, per_tap[0], out=total)
-        else:
-            np.multiply(tap, per_tap[t], out=scaled)
-            total += scaled
+    source = workspace("taps", (n, h, w, c), acc)
+    np.copyto(source, x.transpose(0, 2, 3, 1), casting="unsafe")
+    total = workspace("product", (n,) + out.shape[2:] + (c,), acc)
+    sum_taps_channels_last(source, weight, stride, padding, dilation, total)
     if bias is not None:
         total += bias.astype(acc, copy=False)
     write(out, total.transpose(0, 3, 1, 2))
+
+
+def sum_taps_channels_last(source, weight, stride, padding, dilation, total) -> None:
+    """``total[n, i, j, c] = sum over taps (a, b) of weight[c, 0, a, b] * source[n, s*i + d*a - p,
+    s*j + d*b - p, c]`` for a channels-last (N, H, W, C) ``source`` zero-padded by ``padding``
+    before each spatial dim (only the taps inside the input are read: nothing is padded), in tap
+    order, as the padded sum would be. Each tap is one multiply of a strided view by its weights
+    tiled along a row (unit stride: NumPy's inner loop runs over whole rows of channels) and one add."""
+    (h, w), (oh, ow), c = source.shape[1:3], total.shape[1:3], source.shape[3]
+    kh, kw = weight.shape[2:]
+    tiled = derived(_tiled_taps, (weight,), ow)
+    scaled = workspace("blocks", total.shape, total.dtype)
+    started = False
+    for t in range(kh * kw):
+        a, b = divmod(t, kw)
+        top, left = a * dilation[0] - padding[0], b * dilation[1] - padding[1]
+        rows, columns = _inside(h, oh, top, stride[0]), _inside(w, ow, left, stride[1])
+        if rows.stop <= rows.start or columns.stop <= columns.start:
+            continue  # a tap reading padding only
+        tap = source[:, _read(rows, top, stride[0]), _read(columns, left, stride[1])]
+        weights = tiled[t, : (columns.stop - columns.start) * c].reshape(-1, c)
+        if not started:
+            _zero_outside(total, rows, columns)
+            np.multiply(tap, weights, out=total[:, rows, columns])
+            started = True
+        else:
+            target = scaled[:, rows, columns]
+            np.multiply(tap, weights, out=target)
+            total[:, rows, columns] += target
+    if not started:
+        total[...] = 0
+
+
+def _inside(size: int, out_size: int, offset: int, stride: int) -> slice:
+    """The output positions i whose input position ``stride * i + offset`` lies in [0, size)."""
+    return slice(max(0, -(offset // stride)), min(out_size, (size - 1 - offset) // stride + 1))
+
+
+def _read(positions: slice, offset: int, stride: int) -> slice:
+    """The input positions that output ``positions`` read at ``offset``."""
+    start = stride * positions.start + offset
+    return slice(start, start + stride * (positions.stop - positions.start - 1) + 1, stride)
+
+
+def _zero_outside(total, rows: slice, columns: slice) -> None:
+    """Zero ``total`` (N, OH, OW, C) outside [rows, columns]: what the padding adds to the first tap."""
+    total[:, : rows.start] = 0
+    total[:, rows.stop :] = 0
+    total[:, :, : columns.start] = 0
+    total[:, :, columns.stop :] = 0
+
+
+def _tiled_taps(weight, out_width: int):
+    """The (taps, OW * C) weights of a (C, 1, kh, kw) depthwise filter, each tap's channels repeated along a row."""
+    per_tap = weight.reshape(weight.shape[0], -1).T
+    return np.ascontiguousarray(np.tile(per_tap, (1, out_width)))

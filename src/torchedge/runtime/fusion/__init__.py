@@ -37,14 +37,10 @@ from __future__ import annotations
 from torchedge.errors import TorchEdgeError
 from torchedge.kernels.registry import registering_module
 from torchedge.runtime.fusion.attention import fused_attention
+from torchedge.runtime.fusion.convolutions import convolution_block, inverted_residual_block
 from torchedge.runtime.fusion.copies import PERMUTE, copy_chain
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.layers import (
-    LINEAR_ACTIVATIONS,
-    convolution_block,
-    linear_activation,
-    max_pool_values_only,
-)
+from torchedge.runtime.fusion.layers import LINEAR_ACTIVATIONS, linear_activation, max_pool_values_only
 from torchedge.runtime.fusion.matching import PLAIN_COPIES
 from torchedge.runtime.fusion.recurrent import RECURRENT_ANCHORS, recurrent_cell
 from torchedge.runtime.steps import KERNEL, NOP, Step
@@ -83,6 +79,7 @@ def _portable(label: str) -> bool:
 _RULES = [
     (("aten::bmm.out",), fused_attention),
     (RECURRENT_ANCHORS, recurrent_cell),
+    (("aten::convolution.out",), inverted_residual_block),
     (("aten::convolution.out",), convolution_block),
     (tuple(LINEAR_ACTIVATIONS), linear_activation),
     (("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"), max_pool_values_only),
