@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from tests.conftest import assert_matches, executorch_run, torch_outputs, torchedge_compile
+from torchedge.exir import ExecutorchBackendConfig
 from torchedge.runtime import Runtime
 from torchedge.runtime.steps import NOP
 
@@ -44,11 +45,11 @@ def _fused_labels(method) -> list[str]:
     return [step.label for step in method._steps if step.kind != NOP and "(fused at load)" in step.label]
 
 
-def _check(model, x, fused_labels, dtype=torch.float32, tol=1e-5):
-    """Compile ``model`` (in ``dtype``), check the fused steps' labels, and that the fused
-    method matches the unfused one and eager; returns the fused method and the program."""
+def _check(model, x, fused_labels, dtype=torch.float32, tol=1e-5, config=None):
+    """Compile ``model`` (in ``dtype``, with ``config``), check the fused steps' labels, and that
+    the fused method matches the unfused one and eager; returns the fused method and the program."""
     model, x = model.eval().to(dtype), x.to(dtype)
-    buffer = torchedge_compile(model, (x,)).buffer
+    buffer = torchedge_compile(model, (x,), config).buffer
     program = Runtime.get().load_program(buffer)
     fused, plain = program.load_method("forward"), program.load_method("forward", fuse=False)
     assert _fused_labels(fused) == fused_labels
@@ -75,6 +76,15 @@ def test_a_strided_block_takes_its_one_sided_padding_along():
     torch.manual_seed(1)
     label = BLOCK.replace("hardtanh.out + convolution", "hardtanh.out + constant_pad_nd.out + convolution", 1)
     _check(InvertedResidual(stride=2, out_channels=24), torch.randn(2, 16, 28, 27), [label])
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_program_with_fused_kernels_fuses_its_blocks_too(stride):
+    """``fuse_kernels=True`` writes each convolution and its clamp as one ``conv_bn_act``."""
+    torch.manual_seed(9)
+    label = "conv_bn_act.out + conv_bn_act.out + convolution.out (fused at load)"
+    config = ExecutorchBackendConfig(fuse_kernels=True)
+    _check(InvertedResidual(stride=stride, out_channels=24), torch.randn(2, 16, 15, 14), [label], config=config)
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ from __future__ import annotations
 from torchedge.errors import TorchEdgeError
 from torchedge.kernels.registry import registering_module
 from torchedge.runtime.fusion.attention import fused_attention
-from torchedge.runtime.fusion.convolutions import convolution_block, inverted_residual_block
+from torchedge.runtime.fusion.convolutions import CONVOLUTIONS, convolution_block, inverted_residual_block
 from torchedge.runtime.fusion.copies import PERMUTE, copy_chain
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.layers import LINEAR_ACTIVATIONS, linear_activation, max_pool_values_only
@@ -79,7 +79,7 @@ def _portable(label: str) -> bool:
 _RULES = [
     (("aten::bmm.out",), fused_attention),
     (RECURRENT_ANCHORS, recurrent_cell),
-    (("aten::convolution.out",), inverted_residual_block),
+    (CONVOLUTIONS, inverted_residual_block),
     (("aten::convolution.out",), convolution_block),
     (tuple(LINEAR_ACTIVATIONS), linear_activation),
     (("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"), max_pool_values_only),

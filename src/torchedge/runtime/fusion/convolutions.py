@@ -1,11 +1,14 @@
 """Load-time fusion of convolutions: a ``convolution`` with the zero padding before it and the
 clamp after it, and MobileNetV2's inverted residual block (a 1x1 expansion, a depthwise
-convolution, a 1x1 projection, their paddings and clamps) as one channels-last kernel."""
+convolution, a 1x1 projection, their paddings and clamps) as one channels-last kernel, in
+default programs and in those made with ``fuse_kernels=True`` (``conv_bn_act`` without a batch
+norm)."""
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,9 +21,11 @@ from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.matching import overlaps, replaceable, value_of
 from torchedge.runtime.steps import KERNEL, Step
 
-__all__ = ["convolution_block", "inverted_residual_block"]
+__all__ = ["CONVOLUTIONS", "convolution_block", "inverted_residual_block"]
 
-_OP = "aten::convolution.out"
+CONVOLUTION = "aten::convolution.out"
+CONV_BN_ACT = "torchedge_fused::conv_bn_act.out"
+CONVOLUTIONS = (CONVOLUTION, CONV_BN_ACT)
 
 # The activations a convolution absorbs: (low, high) bounds from the operator's arguments.
 CONVOLUTION_ACTIVATIONS = {
@@ -34,90 +39,113 @@ CONVOLUTION_ACTIVATIONS = {
 _BLOCK_POSITIONS = 32 * 32
 
 
+class Convolution(NamedTuple):
+    """A forward convolution as a fused kernel sees it: its steps (the zero padding before it and
+    the clamp after it included), the values it reads, its geometry and its clamp's bounds."""
+
+    steps: set[int]
+    x: int  # read by the first step
+    weight: int
+    bias: int
+    stride: tuple
+    before: tuple
+    after: tuple
+    dilation: tuple
+    groups: int
+    bounds: tuple | None
+    result: tuple[int, int]  # (step, value) of the last write
+
+    def pointwise(self, flow: Dataflow) -> bool:
+        """A 1x1 convolution of one group, unit stride, no padding."""
+        weight = value_of(flow, self.weight)
+        return (
+            self.groups == 1
+            and weight.shape[2:] == (1, 1)
+            and self.stride == (1, 1)
+            and not any(self.before + self.after)
+        )
+
+
 def convolution_block(flow: Dataflow, pc: int):
     """A ``convolution`` with the zero padding before it (``constant_pad_nd``: TensorFlow-style
     "same" padding pads one side only) and the clamp after it (``relu``, ``hardtanh``, ``clamp``
     by numbers) when the convolution's result has no other reader: the zeros become the
     convolution's own padding, per side, and the clamp runs in place on its result."""
-    step = flow.steps[pc]
-    groups, out = (value_of(flow, step.args[i]) for i in (8, 9))
-    geometry = _geometry(flow, pc)
-    if geometry is None:
+    conv = _convolution(flow, pc)
+    if conv is None or len(conv.steps) == 1 or flow.steps[pc].label != CONVOLUTION:
         return []
-    group, x, (stride, before, after, dilation) = geometry
-    bounds, result = _clamp_after(flow, pc)
-    if bounds is not None:
-        group.add(result[0])
-    if len(group) == 1:
+    inputs = [(min(conv.steps), conv.x), (pc, conv.weight), (pc, conv.bias)]
+    if not replaceable(flow, conv.steps, [conv.result], inputs):
         return []
-    inputs = [(min(group), x), (pc, step.args[1]), (pc, step.args[2])]
-    if not replaceable(flow, group, [result], inputs):
-        return []
-    out_index = result[1]
-    scratch = np.empty(out.shape, out.dtype) if overlaps(flow, out_index, [x, step.args[1], step.args[2]]) else None
-    fn = functools.partial(_convolve, stride, before, after, dilation, groups, bounds, scratch)
-    return [(group, Step(KERNEL, fn, (x, step.args[1], step.args[2], out_index), out_index, _label(flow, group)))]
+    out = conv.result[1]
+    result = value_of(flow, out)
+    scratch = np.empty(result.shape, result.dtype) if overlaps(flow, out, [conv.x, conv.weight, conv.bias]) else None
+    geometry = (conv.stride, conv.before, conv.after, conv.dilation, conv.groups)
+    fn = functools.partial(_convolve, *geometry, conv.bounds, scratch)
+    return [(conv.steps, Step(KERNEL, fn, (conv.x, conv.weight, conv.bias, out), out, _label(flow, conv.steps)))]
 
 
 def inverted_residual_block(flow: Dataflow, pc: int):
-    """A depthwise ``convolution`` (one 2-D filter per channel) whose input is a 1x1 expansion
-    (maybe clamped, maybe zero-padded) read by nothing else and whose result (maybe clamped) only
-    a 1x1 projection reads: `inverted_residual`, on output planes small enough that it pays."""
-    step = flow.steps[pc]
-    x, weight, groups, out = (value_of(flow, step.args[i]) for i in (0, 1, 8, 9))
-    if weight.ndim != 4 or weight.shape[1] != 1 or not groups == weight.shape[0] == x.shape[1] > 1:
+    """A depthwise convolution (one 2-D filter per channel) whose input is a 1x1 expansion
+    (maybe clamped, maybe zero-padded) read by nothing else and whose result (maybe clamped)
+    only a 1x1 projection reads: `inverted_residual`, on output planes small enough that it pays."""
+    depthwise = _convolution(flow, pc)
+    if depthwise is None:
         return []
-    geometry = _geometry(flow, pc)
-    if geometry is None or math.prod(out.shape[2:]) > _BLOCK_POSITIONS:
+    x, weight, out = (value_of(flow, i) for i in (depthwise.x, depthwise.weight, depthwise.result[1]))
+    if weight.ndim != 4 or weight.shape[1] != 1 or not depthwise.groups == weight.shape[0] == x.shape[1] > 1:
         return []
-    group, source, (stride, before, _, dilation) = geometry
-    expansion, expand_bounds = _expansion(flow, min(group), source)
-    bounds, result = _clamp_after(flow, pc)
-    projection = _projection(flow, result)
-    if expansion is None or projection is None:
+    if math.prod(out.shape[2:]) > _BLOCK_POSITIONS:
         return []
-    group |= expansion | {result[0], projection}
-    expand, project = flow.steps[min(expansion)], flow.steps[projection]
-    x_index, out_index = expand.args[0], project.args[-1]
-    constants = [(min(expansion), expand.args[1]), (min(expansion), expand.args[2])]
-    constants += [(pc, step.args[1]), (pc, step.args[2]), (projection, project.args[1]), (projection, project.args[2])]
-    arrays = [value_of(flow, i) for i in (x_index, out_index)]
+    expand = _convolution_writing(flow, min(depthwise.steps), depthwise.x)
+    project = _convolution_reading(flow, depthwise.result)
+    if expand is None or project is None or not expand.pointwise(flow) or not project.pointwise(flow):
+        return []
+    if project.bounds is not None or len(project.steps) > 1:
+        return []  # a clamp after the projection stays a step of its own
+    out_index = project.result[1]
+    constants = [(min(c.steps), i) for c in (expand, depthwise, project) for i in (c.weight, c.bias)]
+    arrays = [value_of(flow, i) for i in (expand.x, out_index)]
     tensors = arrays + [value_of(flow, i) for _, i in constants if value_of(flow, i) is not None]
     if len({a.dtype for a in tensors}) != 1 or arrays[0].dtype not in FLOATS:
         return []
     if not all(a.flags.c_contiguous for a in arrays) or overlaps(flow, out_index, [i for _, i in constants]):
         return []
-    if not replaceable(flow, group, [(projection, out_index)], [(min(expansion), x_index), *constants]):
+    group = expand.steps | depthwise.steps | project.steps
+    if not replaceable(flow, group, [project.result], [(min(expand.steps), expand.x), *constants]):
         return []
-    fn = functools.partial(inverted_residual, expand_bounds, DepthwiseGeometry(stride, before, dilation), bounds)
-    args = (x_index, *(i for _, i in constants), out_index)
+    geometry = DepthwiseGeometry(depthwise.stride, depthwise.before, depthwise.dilation)
+    fn = functools.partial(inverted_residual, expand.bounds, geometry, depthwise.bounds)
+    args = (expand.x, *(i for _, i in constants), out_index)
     return [(group, Step(KERNEL, fn, args, out_index, _label(flow, group)))]
 
 
-def _projection(flow: Dataflow, result: tuple[int, int]) -> int | None:
-    """The 1x1 convolution that alone reads what (step, value) ``result`` wrote, if one does."""
-    readers = flow.readers(*result)
-    reader = next(iter(readers)) if len(readers) == 1 else -1
-    if reader < 0 or not _pointwise(flow, reader) or flow.producer(reader, flow.steps[reader].args[0]) != result[0]:
-        return None
-    return reader
-
-
-def _geometry(flow: Dataflow, pc: int):
-    """({pc} and the ``constant_pad_nd`` of zeros before it, the tensor the two read,
-    (stride, padding before, padding after, dilation)) of convolution ``pc``, or None for
-    a transposed convolution or arguments out of range."""
+def _convolution(flow: Dataflow, pc: int) -> Convolution | None:
+    """Step ``pc`` as a `Convolution`: a forward ``convolution`` with the zeros padded before it
+    and the clamp after it, or a ``conv_bn_act`` without a batch norm; None for anything else
+    (a transposed convolution, arguments out of range)."""
     step = flow.steps[pc]
-    _, weight, _, stride, padding, dilation, transposed, _, _, _ = (value_of(flow, i) for i in step.args)
-    spatial = weight.ndim - 2
-    if transposed or spatial < 1:
+    if step.label == CONV_BN_ACT:
+        x, w, b, stride, before, after, dilation, groups, _, _, mean, _, _, activation, low, high, out = step.args
+        bounds = {"none": None, "relu": (0, None), "hardtanh": (value_of(flow, low), value_of(flow, high))}
+        if value_of(flow, mean) is not None or value_of(flow, activation) not in bounds:
+            return None
+        stride, before, after, dilation = (tuple(value_of(flow, i)) for i in (stride, before, after, dilation))
+        clamp = bounds[value_of(flow, activation)]
+        return Convolution({pc}, x, w, b, stride, before, after, dilation, value_of(flow, groups), clamp, (pc, out))
+    if step.label != CONVOLUTION:
+        return None
+    x, w, b, stride, padding, dilation, transposed, _, groups, _ = step.args
+    spatial = value_of(flow, w).ndim - 2
+    if value_of(flow, transposed) or spatial < 1:
         return None
     padding, stride, dilation = (
-        pair(v, spatial, name, _OP) for v, name in ((padding, "padding"), (stride, "stride"), (dilation, "dilation"))
+        pair(value_of(flow, v), spatial, name, CONVOLUTION)
+        for v, name in ((padding, "padding"), (stride, "stride"), (dilation, "dilation"))
     )
     if min(padding) < 0 or min(stride) < 1 or min(dilation) < 1:
         return None
-    group, x, before, after = {pc}, step.args[0], tuple(padding), tuple(padding)
+    steps, before, after = {pc}, tuple(padding), tuple(padding)
     pad_pc = flow.producer(pc, x)
     if pad_pc is not None and flow.steps[pad_pc].label == "aten::constant_pad_nd.out":
         source, pad, fill, _ = (value_of(flow, i) for i in flow.steps[pad_pc].args)
@@ -125,40 +153,35 @@ def _geometry(flow: Dataflow, pc: int):
             # constant_pad_nd's pairs run from the last dim backwards: (before, after) of dim -1, then -2, ...
             before = tuple(p + pad[2 * (spatial - 1 - d)] for d, p in enumerate(padding))
             after = tuple(p + pad[2 * (spatial - 1 - d) + 1] for d, p in enumerate(padding))
-            group.add(pad_pc)
+            steps.add(pad_pc)
             x = flow.steps[pad_pc].args[0]
-    return group, x, (tuple(stride), before, after, tuple(dilation))
-
-
-def _pointwise(flow: Dataflow, pc: int) -> bool:
-    """Whether step ``pc`` is a 1x1 ``convolution`` of one group, unit stride, no padding."""
-    step = flow.steps[pc]
-    if step.label != _OP:
-        return False
-    _, weight, _, stride, padding, _, transposed, _, groups, _ = (value_of(flow, i) for i in step.args)
-    return (
-        not transposed
-        and groups == 1
-        and weight.ndim == 4
-        and weight.shape[2:] == (1, 1)
-        and pair(stride, 2, "stride", _OP) == (1, 1)
-        and pair(padding, 2, "padding", _OP) == (0, 0)
+    bounds, result = _clamp_after(flow, pc)
+    steps.add(result[0])
+    return Convolution(
+        steps, x, w, b, tuple(stride), before, after, tuple(dilation), value_of(flow, groups), bounds, result
     )
 
 
-def _expansion(flow: Dataflow, pc: int, source: int):
-    """(the steps of the 1x1 convolution and the clamp after it that wrote ``source``, the
-    clamp's bounds) when they did and nothing else reads what they wrote, else (None, None)."""
-    producer = flow.producer(pc, source)
-    convolution = producer
-    if producer is not None and flow.steps[producer].label in CONVOLUTION_ACTIVATIONS:
-        convolution = flow.producer(producer, flow.steps[producer].args[0])
-    if producer is None or convolution is None or not _pointwise(flow, convolution):
-        return None, None
-    bounds, result = _clamp_after(flow, convolution)
-    if result[0] != producer:
-        return None, None
-    return {convolution, producer}, bounds
+def _convolution_writing(flow: Dataflow, pc: int, value: int) -> Convolution | None:
+    """The `Convolution` whose last write is what step ``pc`` reads as ``value``, if one is."""
+    producer = flow.producer(pc, value)
+    if producer is None:
+        return None
+    start: int | None = producer
+    if flow.steps[producer].label in CONVOLUTION_ACTIVATIONS:
+        start = flow.producer(producer, flow.steps[producer].args[0])
+    conv = None if start is None else _convolution(flow, start)
+    return conv if conv is not None and conv.result[0] == producer and min(conv.steps) == start else None
+
+
+def _convolution_reading(flow: Dataflow, result: tuple[int, int]) -> Convolution | None:
+    """The `Convolution` that alone reads what (step, value) ``result`` wrote, if one does."""
+    readers = flow.readers(*result)
+    reader = next(iter(readers)) if len(readers) == 1 else -1
+    if reader < 0 or flow.producer(reader, flow.steps[reader].args[0]) != result[0]:
+        return None
+    conv = _convolution(flow, reader)
+    return conv if conv is not None and min(conv.steps) == reader else None
 
 
 def _clamp_after(flow: Dataflow, pc: int):
