@@ -159,6 +159,7 @@ def test_blocks_the_kernel_does_not_compute_stay():
     _check(Hardswish(), torch.randn(1, 16, 8, 8), [clamp])
     _check(Multiplier(), torch.randn(1, 8, 8, 8), [])
     _check(Spatial(), torch.randn(1, 16, 8, 8), [clamp, clamp])
+    _check(InvertedResidual(), torch.randn(16, 8, 8), [])  # an unbatched input
 
 
 def test_the_same_file_runs_in_executorch():

@@ -104,14 +104,15 @@ def inverted_residual_block(flow: Dataflow, pc: int):
     if project.bounds is not None or len(project.steps) > 1:
         return []  # a clamp after the projection stays a step of its own
     out_index = project.result[1]
+    group = expand.steps | depthwise.steps | project.steps
     constants = [(min(c.steps), i) for c in (expand, depthwise, project) for i in (c.weight, c.bias)]
     arrays = [value_of(flow, i) for i in (expand.x, out_index)]
-    tensors = arrays + [value_of(flow, i) for _, i in constants if value_of(flow, i) is not None]
-    if len({a.dtype for a in tensors}) != 1 or arrays[0].dtype not in FLOATS:
+    written = [value_of(flow, flow.steps[i].args[-1]) for i in group]  # every tensor the block computes
+    tensors = arrays + written + [value_of(flow, i) for _, i in constants if value_of(flow, i) is not None]
+    if len({a.dtype for a in tensors}) != 1 or arrays[0].dtype not in FLOATS or arrays[0].ndim != 4 or x.ndim != 4:
         return []
     if not all(a.flags.c_contiguous for a in arrays) or overlaps(flow, out_index, [i for _, i in constants]):
         return []
-    group = expand.steps | depthwise.steps | project.steps
     if not replaceable(flow, group, [project.result], [(min(expand.steps), expand.x), *constants]):
         return []
     geometry = DepthwiseGeometry(depthwise.stride, depthwise.before, depthwise.dilation)
