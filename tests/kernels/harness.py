@@ -53,6 +53,11 @@ def as_float(array: np.ndarray) -> np.ndarray:
 _RNG = np.random.default_rng(0)
 
 
+def reseed(seed: int) -> None:
+    """Restart the generator `rand` draws from (the suite's fixtures do, before each test)."""
+    _RNG.bit_generator.state = np.random.PCG64(seed).state
+
+
 def rand(*shape, dtype=torch.float32, low=-3.0, high=3.0) -> torch.Tensor:
     """Uniform random values (integers in [low, high], bool at random) of ``dtype``."""
     if dtype == torch.bool:

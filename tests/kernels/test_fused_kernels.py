@@ -414,7 +414,8 @@ def test_gelu_out_aliasing_self():
     array = to_numpy(x)
     with quiet_run():
         _kernel("aten::gelu.out")(array, "none", array)
-    assert_close(array, torch.nn.functional.gelu(x).numpy())
+    # against float64: eager's float32 gelu is off by up to 2e-4 relative near -3 (cancellation in 1 + erf)
+    assert_close(array, torch.nn.functional.gelu(x.double()).float().numpy())
 
 
 @pytest.mark.parametrize(
