@@ -104,8 +104,15 @@ def test_clamps_are_optional():
         def forward(self, x):
             return self.project(self.depthwise(torch.relu(self.expand(x))))
 
+    class Clamped(InvertedResidual):
+        """A clamp after the projection too: it stays a step of its own."""
+
+        def forward(self, x):
+            return nn.functional.relu6(super().forward(x))
+
     label = "convolution.out + relu.out + convolution.out + convolution.out (fused at load)"
     _check(Linear(), torch.randn(1, 16, 10, 10), [label])
+    _check(Clamped(out_channels=24), torch.randn(1, 16, 10, 10), [BLOCK])
 
 
 def test_large_planes_keep_the_planar_convolutions():

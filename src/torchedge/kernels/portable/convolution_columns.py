@@ -214,7 +214,7 @@ def sum_taps_channels_last(source, weight, stride, padding, dilation, total) -> 
     tiled along a row (unit stride: NumPy's inner loop runs over whole rows of channels) and one add."""
     (h, w), (oh, ow), c = source.shape[1:3], total.shape[1:3], source.shape[3]
     kh, kw = weight.shape[2:]
-    tiled = derived(_tiled_taps, (weight,), ow)
+    tiled = derived(_tiled_taps, (weight,), ow, total.dtype)
     scaled = workspace("blocks", total.shape, total.dtype)
     started = False
     for t in range(kh * kw):
@@ -256,7 +256,8 @@ def _zero_outside(total, rows: slice, columns: slice) -> None:
     total[:, :, columns.stop :] = 0
 
 
-def _tiled_taps(weight, out_width: int):
-    """The (taps, OW * C) weights of a (C, 1, kh, kw) depthwise filter, each tap's channels repeated along a row."""
+def _tiled_taps(weight, out_width: int, dtype):
+    """The (taps, OW * C) weights of a (C, 1, kh, kw) depthwise filter in ``dtype``, each tap's
+    channels repeated along a row."""
     per_tap = weight.reshape(weight.shape[0], -1).T
-    return np.ascontiguousarray(np.tile(per_tap, (1, out_width)))
+    return np.ascontiguousarray(np.tile(per_tap, (1, out_width)), dtype=dtype)

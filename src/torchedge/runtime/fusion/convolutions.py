@@ -101,10 +101,11 @@ def inverted_residual_block(flow: Dataflow, pc: int):
     project = _convolution_reading(flow, depthwise.result)
     if expand is None or project is None or not expand.pointwise(flow) or not project.pointwise(flow):
         return []
-    if project.bounds is not None or len(project.steps) > 1:
-        return []  # a clamp after the projection stays a step of its own
-    out_index = project.result[1]
-    group = expand.steps | depthwise.steps | project.steps
+    projection = min(project.steps)  # a clamp after it stays a step of its own: the block's result is its input
+    if flow.steps[projection].label == CONV_BN_ACT and project.bounds is not None:
+        return []
+    out_index = flow.steps[projection].args[-1]
+    group = expand.steps | depthwise.steps | {projection}
     constants = [(min(c.steps), i) for c in (expand, depthwise, project) for i in (c.weight, c.bias)]
     arrays = [value_of(flow, i) for i in (expand.x, out_index)]
     written = [value_of(flow, flow.steps[i].args[-1]) for i in group]  # every tensor the block computes
@@ -113,7 +114,7 @@ def inverted_residual_block(flow: Dataflow, pc: int):
         return []
     if not all(a.flags.c_contiguous for a in arrays) or overlaps(flow, out_index, [i for _, i in constants]):
         return []
-    if not replaceable(flow, group, [project.result], [(min(expand.steps), expand.x), *constants]):
+    if not replaceable(flow, group, [(projection, out_index)], [(min(expand.steps), expand.x), *constants]):
         return []
     geometry = DepthwiseGeometry(depthwise.stride, depthwise.before, depthwise.dilation)
     fn = functools.partial(inverted_residual, expand.bounds, geometry, depthwise.bounds)
