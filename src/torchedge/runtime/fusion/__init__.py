@@ -12,7 +12,10 @@ ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and shi
 * **recurrent cells** (`recurrent`): an unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the hidden
   projection, the gates' split, sigmoids, tanhs, products and sums) becomes
   ``torchedge_fused::lstm_cell`` / ``gru_cell``'s kernel;
-* **convolution blocks** (`layers`): zeros from a ``constant_pad_nd`` before a ``convolution``
+* **inverted residual blocks** (`convolutions`): a 1x1 expansion, a depthwise convolution and a
+  1x1 projection (their paddings and clamps; ``convolution`` or ``conv_bn_act``) on small planes
+  become `inverted_residual`'s channels-last kernel;
+* **convolution blocks** (`convolutions`): zeros from a ``constant_pad_nd`` before a ``convolution``
   become its own padding, per side, and a clamp after it runs in place on its result;
 * **linear layers** (`layers`): ``addmm`` / ``mm`` and ``relu``, exact ``gelu`` or silu become
   ``torchedge_fused::linear_act``'s kernel;
