@@ -38,7 +38,15 @@ from torchedge.kernels.portable.derived_arrays import derived
 from torchedge.kernels.portable.windows import Taps, rows_view, scatter_taps, workspace
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["spatial_dims", "convolution", "conv_forward", "conv_transposed", "compute_dtype", "im2col"]
+__all__ = [
+    "spatial_dims",
+    "convolution",
+    "conv_forward",
+    "conv_transposed",
+    "compute_dtype",
+    "im2col",
+    "bias_column_weights",
+]
 
 _OP = "aten::convolution.out"
 _BIAS_COLUMN_ELEMENTS = 1 << 16  # weights up to this size are copied with the bias as an extra column
@@ -196,7 +204,7 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
             _gemm(kernels, columns.reshape(n, groups, cg * math.prod(kernel), -1), bias, out, acc)
             return
         if cg == 1 and groups == c == o and groups > 1 and channels_last_pays(c, size):
-            depthwise_channels_last(x, weight, bias, stride, padding, after, dilation, out, acc)
+            depthwise_channels_last(x, weight, bias, stride, padding, dilation, out, acc)
             return
         if winograd_pays(x, weight, stride, dilation, groups, size, out, acc):
             winograd_conv(x, weight, bias, padding, out)
@@ -269,10 +277,10 @@ def _pointwise(weight, groups: int, x, bias, out, acc) -> None:
     columns = workspace("columns", x.shape[:2] + (cg + 1, x.shape[3]), acc)
     columns[:, :, :cg] = x
     columns[:, :, cg] = 1
-    _gemm(derived(_bias_column, (weight, bias), groups, acc), columns, None, out, acc)
+    _gemm(derived(bias_column_weights, (weight, bias), groups, acc), columns, None, out, acc)
 
 
-def _bias_column(weight, bias, groups: int, acc):
+def bias_column_weights(weight, bias, groups: int, acc):
     """The (G, O/G, C/G + 1) weights of a 1x1 convolution with the bias as their last column."""
     kernels = weight.reshape(groups, weight.shape[0] // groups, -1)
     return np.concatenate([kernels, bias.reshape(groups, -1, 1).astype(acc)], axis=2)

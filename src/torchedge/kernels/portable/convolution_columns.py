@@ -192,10 +192,11 @@ def channels_last_pays(channels: int, out_size) -> bool:
     )
 
 
-def depthwise_channels_last(x, weight, bias, stride, padding, padding_after, dilation, out, acc) -> None:
+def depthwise_channels_last(x, weight, bias, stride, padding, dilation, out, acc) -> None:
     """``out[n, c] = bias[c] + sum over taps t of weight[c, 0, t] * tap_t[n, c]`` for a (N, C, H, W)
-    input with one (kh, kw) filter per channel (multiplier 1): the input is copied once,
-    channels-last, the taps summed by `sum_taps_channels_last` and the sum transposed into ``out``."""
+    input with one (kh, kw) filter per channel (multiplier 1) and ``padding`` zeros before each
+    spatial dim (out's size says how many follow): the input is copied once, channels-last, the
+    taps summed by `sum_taps_channels_last` and the sum transposed into ``out``."""
     n, c, h, w = x.shape
     source = workspace("taps", (n, h, w, c), acc)
     np.copyto(source, x.transpose(0, 2, 3, 1), casting="unsafe")

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from torchedge.kernels.portable.bounds import clamp_by_numbers
+from torchedge.kernels.portable.convolution import bias_column_weights
 from torchedge.kernels.portable.convolution_columns import sum_taps_channels_last
 from torchedge.kernels.portable.derived_arrays import derived
 from torchedge.kernels.portable.windows import workspace
@@ -70,5 +71,7 @@ def inverted_residual(
 
 def _expansion_matrix(expand, bias):
     """The (Cin [+ 1], C) matrix of a 1x1 expansion, its bias (if any) the last row."""
-    matrix = expand.reshape(expand.shape[0], -1).T
-    return np.ascontiguousarray(matrix if bias is None else np.concatenate([matrix, bias[None]]))
+    kernels = (
+        expand.reshape(1, expand.shape[0], -1) if bias is None else bias_column_weights(expand, bias, 1, expand.dtype)
+    )
+    return np.ascontiguousarray(kernels[0].T)

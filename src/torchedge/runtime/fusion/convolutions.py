@@ -72,7 +72,7 @@ def convolution_block(flow: Dataflow, pc: int):
     by numbers) when the convolution's result has no other reader: the zeros become the
     convolution's own padding, per side, and the clamp runs in place on its result."""
     conv = _convolution(flow, pc)
-    if conv is None or len(conv.steps) == 1 or flow.steps[pc].label != CONVOLUTION:
+    if conv is None or len(conv.steps) == 1:  # (anchored at `convolution` steps only)
         return []
     inputs = [(min(conv.steps), conv.x), (pc, conv.weight), (pc, conv.bias)]
     if not replaceable(flow, conv.steps, [conv.result], inputs):
