@@ -2,7 +2,7 @@
 
 import functools
 import importlib.metadata
-from importlib.metadata import EntryPoint
+import sys
 
 import pytest
 import torch
@@ -82,12 +82,24 @@ def test_missing_backend_is_named(monkeypatch):
     program = _lower(model, inputs)
     registry.get_backend("OnnxRuntimeBackend")  # make sure the real one is registered, then hide it
     monkeypatch.delitem(registry._BACKENDS, "OnnxRuntimeBackend")
-    broken = EntryPoint("OnnxRuntimeBackend", "torchedge.backends.no_such_module", registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [broken])
-    with pytest.raises(BackendMissingError, match="OnnxRuntimeBackend"):
+    monkeypatch.setitem(registry.BUILT_IN_BACKENDS, "OnnxRuntimeBackend", "torchedge.backends.no_such_module")
+    with pytest.raises(BackendMissingError, match="'OnnxRuntimeBackend' needs a package that is not installed"):
         Runtime.get().load_program(program.buffer).load_method()
     with pytest.raises(RuntimeError):  # the real ExecuTorch loads the file and stops at the backend
         executorch_run(program.buffer, inputs)
+
+
+def test_built_in_backend_found_without_package_metadata(monkeypatch):
+    """A source checkout on PYTHONPATH has no entry points: the built-in backends are found anyway."""
+    from torchedge.runtime import backend as registry
+
+    model, inputs, _ = _model("mlp")
+    program = _lower(model, inputs)
+    registry.get_backend("OnnxRuntimeBackend")
+    monkeypatch.delitem(registry._BACKENDS, "OnnxRuntimeBackend")
+    monkeypatch.delitem(sys.modules, "torchedge.backends.onnxruntime.runtime")  # imported anew: registers again
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [])
+    assert_matches(torchedge_run(program.buffer, inputs), torch_outputs(model, inputs))
 
 
 def test_repeated_runs_see_new_inputs():

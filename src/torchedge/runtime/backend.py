@@ -1,13 +1,15 @@
 """The runtime side of delegation: backend interface and registry by name.
 
-A backend registers itself with `register_backend` when its runtime module is imported. An
-installed package makes its backends available without an import by the user: it declares,
-in the ``torchedge.backends`` entry-point group, the backend id and the module that registers
-it, and the first look-up of that id imports the module.
+A backend registers itself with `register_backend` when its runtime module is imported. The
+first look-up of a backend id imports the module that registers it: torchedge's own backends
+are listed here (so a source checkout or a bundle without package metadata finds them); an
+installed third-party package declares its backend id and module in the ``torchedge.backends``
+entry-point group.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from torchedge.errors import BackendMissingError
@@ -19,6 +21,7 @@ __all__ = [
     "get_backend",
     "registered_backends",
     "ENTRY_POINT_GROUP",
+    "BUILT_IN_BACKENDS",
     "RUNTIME_PROFILING",
 ]
 
@@ -62,25 +65,35 @@ class BackendInterface:
 
 _BACKENDS: dict[str, BackendInterface] = {}
 
+# torchedge's own backends: id -> the runtime module that registers it (no torch below them).
+BUILT_IN_BACKENDS = {
+    "OnnxRuntimeBackend": "torchedge.backends.onnxruntime.runtime",
+    "XnnpackBackend": "torchedge.backends.xnnpack.runtime",
+}
+
 
 def register_backend(name: str, backend: BackendInterface) -> None:
     _BACKENDS[name] = backend
 
 
-def _load_installed(name: str) -> None:
-    """Import the modules that installed packages declare for backend ``name``; they register it."""
-    from importlib.metadata import entry_points  # here: importing it costs the runtime ~30 ms
+def _load_module_of(name: str) -> None:
+    """Import the module that registers backend ``name``: torchedge's own, else the ones installed
+    packages declare for it."""
+    try:
+        if name in BUILT_IN_BACKENDS:
+            importlib.import_module(BUILT_IN_BACKENDS[name])
+            return
+        from importlib.metadata import entry_points  # here: importing it costs the runtime ~30 ms
 
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP, name=name):
-        try:
+        for entry_point in entry_points(group=ENTRY_POINT_GROUP, name=name):
             entry_point.load()
-        except ImportError as e:
-            raise BackendMissingError(f"backend '{name}' needs a package that is not installed: {e}") from None
+    except ImportError as e:
+        raise BackendMissingError(f"backend '{name}' needs a package that is not installed: {e}") from None
 
 
 def get_backend(name: str) -> BackendInterface:
     if name not in _BACKENDS:
-        _load_installed(name)
+        _load_module_of(name)
     backend = _BACKENDS.get(name)
     if backend is None:
         known = ", ".join(sorted(_BACKENDS)) or "none"
