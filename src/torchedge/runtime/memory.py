@@ -19,19 +19,58 @@ from torchedge.kernels.allocator import aligned_bytes
 __all__ = ["MemoryManager"]
 
 
+MAX_BYTES_VARIABLE = "TORCHEDGE_MAX_ARENA_BYTES"
+
+
+def _address_space_limit() -> int | None:
+    """The process's address-space limit (``ulimit -v``), None when unlimited or unknown."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 def _default_max_bytes() -> int:
-    """Half the machine's physical memory, at most 4 GiB (4 GiB when it cannot be read)."""
+    """``TORCHEDGE_MAX_ARENA_BYTES`` when set; else half the machine's physical memory and half the
+    process's address-space limit, at most 4 GiB (4 GiB when neither can be read)."""
+    configured = os.environ.get(MAX_BYTES_VARIABLE)
+    if configured is not None:
+        try:
+            return max(int(configured), 0)
+        except ValueError:
+            raise MemoryPlanError(f"{MAX_BYTES_VARIABLE} must be a number of bytes, got {configured!r}") from None
+    limits = [4 << 30]
     try:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
-        return 4 << 30
-    return min(4 << 30, max(physical // 2, 256 << 20)) if physical > 0 else 4 << 30
+        physical = 0
+    if physical > 0:
+        limits.append(max(physical // 2, 256 << 20))
+    address_space = _address_space_limit()
+    if address_space is not None:
+        limits.append(address_space // 2)
+    return min(limits)
 
 
 # Refuse plans larger than this unless the caller raises the limit (``max_arena_bytes``): a
 # corrupt size field must not trigger a huge allocation. It bounds the planned arenas of a
 # method together, every tensor the file sizes, and the run's allocations.
 DEFAULT_MAX_ARENA_BYTES = _default_max_bytes()
+
+
+def allocate_bytes(nbytes: int, what: str, zeroed: bool = False) -> np.ndarray:
+    """`aligned_bytes`, with a `MemoryPlanError` naming ``what`` and the size when the process
+    cannot get that much memory."""
+    try:
+        return aligned_bytes(nbytes, zeroed)
+    except MemoryError:
+        raise MemoryPlanError(
+            f"{what}: cannot allocate {nbytes} bytes ({nbytes / (1 << 20):.1f} MiB): the process is out of "
+            f"memory; lower the limit (max_arena_bytes, or {MAX_BYTES_VARIABLE}) to refuse such programs "
+            "before allocating"
+        ) from None
 
 
 class MemoryManager:
@@ -65,7 +104,7 @@ class MemoryManager:
             )
         self.live = live
         self.arenas = [
-            shared[memory_id] if memory_id in shared else aligned_bytes(size, zeroed=True)
+            shared[memory_id] if memory_id in shared else allocate_bytes(size, f"planned memory id {memory_id}", True)
             for memory_id, size in enumerate(planned_sizes, start=1)
         ]
         self.max_runtime_bytes = max_arena_bytes
@@ -79,8 +118,9 @@ class MemoryManager:
                 f"runtime allocation of {nbytes} bytes for shape {list(shape)} would exceed "
                 f"the limit of {self.max_runtime_bytes} bytes"
             )
+        buffer = allocate_bytes(nbytes, f"runtime allocation of shape {list(shape)} ({dtype})")
         self.runtime_bytes += nbytes
-        return np.empty(shape, dtype=dtype)
+        return buffer.view(dtype).reshape(shape)  # aligned, as NumPy's own allocations are not always
 
     def reset_runtime(self) -> None:
         """Forget the previous execution's runtime allocations (their arrays stay with their owners)."""

@@ -7,6 +7,10 @@ more than one method uses it and every tensor placed there is a mutable buffer
 (it has an initial value or a name). Methods loaded while another method of the
 same program is alive join its state; when none is alive, the next load starts
 from the initial values again.
+
+Threads: the program serializes the methods that use shared state with one lock, held by
+their loads (`arenas_for`, the initial values) and their runs, so that two methods' updates of
+one buffer never interleave; methods without shared state keep locks of their own.
 """
 
 from __future__ import annotations
@@ -16,8 +20,7 @@ import weakref
 import numpy as np
 
 from torchedge.errors import MemoryPlanError
-from torchedge.kernels.allocator import aligned_bytes
-from torchedge.runtime.memory import DEFAULT_MAX_ARENA_BYTES
+from torchedge.runtime.memory import DEFAULT_MAX_ARENA_BYTES, allocate_bytes
 from torchedge.schema.program import Tensor
 
 __all__ = ["SharedState"]
@@ -58,6 +61,10 @@ class SharedState:
         self.sizes = {m: size for m, size in sizes.items() if m not in mixed and users[m] > 1}
         self._arenas: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 
+    def used_by(self, plan) -> bool:
+        """Whether ``plan`` uses any of the shared state memories."""
+        return any(memory_id in self.sizes for memory_id in _state_memories(plan))
+
     def arenas_for(self, plan, max_bytes: int | None = None) -> tuple[dict[int, np.ndarray], frozenset[int]]:
         """The shared arenas ``plan`` uses, and the ids among them another loaded method holds.
         Their sizes together must stay within ``max_bytes`` (the method's ``max_arena_bytes``)
@@ -74,7 +81,7 @@ class SharedState:
         for memory_id in used:
             arena = self._arenas.get(memory_id)
             if arena is None:
-                arena = aligned_bytes(self.sizes[memory_id], zeroed=True)
+                arena = allocate_bytes(self.sizes[memory_id], f"shared state memory id {memory_id}", True)
                 self._arenas[memory_id] = arena
             else:
                 live.add(memory_id)

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from torchedge.errors import InvalidProgramError, KernelError, MemoryPlanError
-from torchedge.runtime.memory import MemoryManager
+from torchedge.runtime.memory import MemoryManager, allocate_bytes
 from torchedge.runtime.named_data import NamedDataMap
 from torchedge.runtime.tensor_view import dtype_of, view_of
 from torchedge.schema.program import (
@@ -91,7 +91,7 @@ class ValueTable:
                     f"{self._where(index)}: shape {list(shape)} needs {nbytes} bytes, more than the "
                     f"limit of {self._max_bytes}; raise max_arena_bytes if intended"
                 )
-            buffer = np.empty(nbytes, np.uint8)
+            buffer = allocate_bytes(nbytes, self._where(index))
             self.set(index, view_of(buffer, 0, dtype, shape, dim_order, self._where(index)))
             return True
         buffer, offset, dtype, bound, dim_order = self.capacity[index]
