@@ -31,6 +31,32 @@ def test_check_passes_against_eager(capsys):
     assert "PASS" in capsys.readouterr().out
 
 
+_DICT_MODEL = """
+import torch
+
+class Heads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return {"logits": y, "extra": [y.relu(), y > 0]}
+
+def make():
+    torch.manual_seed(0)
+    return Heads(), (torch.randn(2, 4),)
+"""
+
+
+def test_check_compares_dict_and_nested_outputs_leaf_by_leaf(tmp_path, capsys):
+    source = tmp_path / "heads.py"
+    source.write_text(_DICT_MODEL)
+    assert main(["check", f"{source}:make", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "output 0: float32 [2, 3]" in out and "output 2: bool [2, 3]" in out and "PASS" in out
+
+
 def test_errors_are_reported_not_raised(tmp_path, capsys):
     bad = tmp_path / "bad.pte"
     bad.write_bytes(b"not a program at all")

@@ -52,11 +52,12 @@ def _check_once(method, model, inputs, args) -> bool:
     with user_code("the model (in PyTorch eager)"):
         expected = sides["eager"]()
     timings = time_calls(sides, args.repeat, warmup=0)
-    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    expected = _leaves(expected)  # a dict, list or nested output: the program's outputs are its leaves, in order
+    if len(outputs) != len(expected):
+        print(f"FAIL: the program has {len(outputs)} outputs, eager's result has {len(expected)} values")
     worst = 0.0
     for i, (got, want) in enumerate(zip(outputs, expected)):
-        want = want.numpy()
-        error = float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-12)
+        error = _relative_error(np.asarray(got), want)
         worst = max(worst, error)
         print(f"output {i}: {summary(got)}")
         print(f"  eager:  {summary(want)}")
@@ -66,3 +67,21 @@ def _check_once(method, model, inputs, args) -> bool:
         f"(median of {args.repeat}, {threads_text(method.num_threads)} each)"
     )
     return worst <= args.tolerance and len(outputs) == len(expected)
+
+
+def _leaves(result) -> list[np.ndarray]:
+    """Eager's result as the list of arrays the program returns (pytree leaves, in pytree order)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [np.asarray(v.detach().numpy() if isinstance(v, torch.Tensor) else v) for v in tree_leaves(result)]
+
+
+def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / max |want| (0 for empty outputs; inf for a shape mismatch)."""
+    if got.shape != want.shape:
+        return float("inf")
+    if want.size == 0:
+        return 0.0
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    return float(np.max(np.abs(got - want))) / max(float(np.max(np.abs(want))), 1e-12)
