@@ -38,7 +38,16 @@ from torchedge.exir.passes.scalar_to_tensor import ScalarToTensorPass
 from torchedge.exir.symbolic import bound_data_dependent_sizes, upper_bound_shape
 from torchedge.exir.verification import IRVerificationError, verify_aten, verify_edge
 
-__all__ = ["Stage", "MethodState", "EDGE_STAGES", "EXECUTORCH_STAGES", "run_stages", "describe"]
+__all__ = [
+    "Stage",
+    "MethodState",
+    "CAPTURE_STAGES",
+    "EDGE_REWRITE_STAGES",
+    "EDGE_STAGES",
+    "EXECUTORCH_STAGES",
+    "run_stages",
+    "describe",
+]
 
 logger = logging.getLogger("torchedge.exir")
 if os.environ.get("TORCHEDGE_DEBUG") == "1" and not logger.handlers:
@@ -165,7 +174,9 @@ def _fold_constants(state: MethodState) -> None:
     state.program = fold_constants(state.program)
 
 
-EDGE_STAGES = (
+# `to_edge` runs these on every method first: afterwards each method's signature names the
+# state it mutates, and the program can tell each method the state of the others.
+CAPTURE_STAGES = (
     Stage(
         "check_bounded_inputs",
         "every dynamic input dimension has a maximum (memory is planned for it)",
@@ -177,6 +188,8 @@ EDGE_STAGES = (
         "buffer mutations keep their dtype and shape, and no mutated buffer is returned",
         _check_mutations,
     ),
+)
+EDGE_REWRITE_STAGES = (
     Stage("RemoveAssertsPass", "drops runtime asserts", _graph_pass(lambda s: RemoveAssertsPass())),
     Stage("ViewToCopyPass", "view operators become their copy variants", _graph_pass(lambda s: ViewToCopyPass())),
     Stage(
@@ -217,6 +230,7 @@ EDGE_STAGES = (
         verify_edge,
     ),
 )
+EDGE_STAGES = CAPTURE_STAGES + EDGE_REWRITE_STAGES
 
 
 def _user_and_fusion_passes(state: MethodState) -> None:

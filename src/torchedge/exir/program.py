@@ -2,7 +2,9 @@
 
 What runs on each method, in order, is declared in `torchedge.exir.pipeline` (`EDGE_STAGES`,
 `EXECUTORCH_STAGES`); this module adds what spans methods: delegation, shared state, emission
-and serialisation.
+and serialisation. State spans methods: a buffer that one method mutates is state in every
+method that reads it (`share_state`, between the capture and the rewriting stages of
+`to_edge`, before constant folding could take it for a weight).
 """
 
 from __future__ import annotations
@@ -16,15 +18,23 @@ import torch
 from torch.export import ExportedProgram
 
 from torchedge.devtools.etrecord import ETRecord
-from torchedge.errors import ExportError
+from torchedge.errors import ExportError, InternalError
 from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
 from torchedge.exir.emit.constants import ExternalConstants
 from torchedge.exir.emit.delegates import DelegateTable
+from torchedge.exir.emit.input_ranges import input_minimums_data
 from torchedge.exir.passes import run_passes
-from torchedge.exir.passes.mutable_state import mutable_buffers
-from torchedge.exir.pipeline import EDGE_STAGES, EXECUTORCH_STAGES, MethodState, Stage, run_stages
+from torchedge.exir.passes.mutable_state import check_unshared_readers, mutable_buffers, program_state, share_state
+from torchedge.exir.pipeline import (
+    CAPTURE_STAGES,
+    EDGE_REWRITE_STAGES,
+    EXECUTORCH_STAGES,
+    MethodState,
+    Stage,
+    run_stages,
+)
 from torchedge.exir.verification import verify_edge
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
@@ -67,16 +77,37 @@ def to_edge(
     config = compile_config or EdgeCompileConfig()
     exported = _as_method_dict(programs)
     recorded = copy.deepcopy(exported) if generate_etrecord else None
-    methods = {
-        name: run_stages(EDGE_STAGES, MethodState(name, config, program=ep), config._check_ir_validity).program
-        for name, ep in exported.items()
-    }
+    methods = _edge_methods(exported, config)
     edge = EdgeProgramManager(methods, constant_methods or {}, config)
     if recorded is not None:
         edge._etrecord = ETRecord()
         edge._etrecord.add_exported_program(recorded)
         edge._etrecord.add_edge_dialect_program(copy.deepcopy(edge))
     return edge
+
+
+def _edge_methods(exported: dict[str, ExportedProgram], config: EdgeCompileConfig) -> dict[str, ExportedProgram]:
+    """Every method through the Edge stages. Between the capture stages, after which each
+    method's signature names the state it writes, and the rewriting ones, which fold
+    constants, what any method mutates becomes state in every method that reads it."""
+    verify = config._check_ir_validity
+    captured = {
+        name: _program_of(run_stages(CAPTURE_STAGES, MethodState(name, config, program=ep), verify))
+        for name, ep in exported.items()
+    }
+    state = program_state(captured.values())
+    return {
+        name: _program_of(
+            run_stages(EDGE_REWRITE_STAGES, MethodState(name, config, program=share_state(ep, state)), verify)
+        )
+        for name, ep in captured.items()
+    }
+
+
+def _program_of(method: MethodState) -> ExportedProgram:
+    if method.program is None:
+        raise InternalError(f"method '{method.method}': the Edge stages left no program")
+    return method.program
 
 
 def to_edge_transform_and_lower(
@@ -161,6 +192,8 @@ class EdgeProgramManager:
         """Out variants, memory planning and emission; serialises to `.pte` bytes."""
         config = config or ExecutorchBackendConfig()
         planner = config.memory_planning_pass
+        if not planner.share_mutable_buffers:
+            check_unshared_readers(self._methods)
         graphs, summaries = {}, {}
         for name in sorted(self._methods):
             sig = self._methods[name].graph_signature
@@ -212,6 +245,7 @@ class EdgeProgramManager:
             constant_tensor_alignment=config.constant_tensor_alignment,
             extract_delegate_segments=config.extract_delegate_segments,
             mutable_data=[b.storage for b in mutable_data.buffers()],
+            named_data=input_minimums_data(self._methods),
         )
         data_files = {} if external is None else {EXTERNAL_CONSTANTS_FILE: _ptd_of(external)}
         manager = ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles, data_files)

@@ -13,6 +13,10 @@ folded result equal to another constant reuses it. And where a matrix product's
 folded transpose of a weight meets an ``embedding`` reading the same weight (tied
 input and output embeddings), the embedding gathers the columns of the transpose,
 so that the weight is not stored in both layouts.
+
+Folding never makes the program bigger by storing an operator's result that is larger than
+what it reads: an ``expand`` of a weight (matrix products of a batch broadcast their weight)
+stays in the graph, and the weight, not its expansion, is stored.
 """
 
 from __future__ import annotations
@@ -33,10 +37,10 @@ from torchedge.exir.passes.mutable_state import mutable_buffers
 
 __all__ = ["fold_constants", "drop_unused_constants", "constant_input_names", "ConstantContents"]
 
-# A folded result may be larger than the constants it came from (an expand, a
-# mask built from nothing) only up to this size, so that folding never bloats
-# the .pte much.
-MAX_GROWTH_BYTES = 1 << 20
+# A table computed from literals alone (positions, a mask) replaces no stored constant: it is
+# stored up to this size. Anything computed from weights is folded only where no operator
+# of it yields more bytes than it reads (`_fits`).
+MAX_TABLE_BYTES = 1 << 20
 
 aten = torch.ops.aten
 
@@ -139,12 +143,15 @@ def _evaluate(graph: torch.fx.Graph, known: dict[torch.fx.Node, Any]) -> None:
     to an earlier one (same operator, same arguments) shares its value instead of running again."""
     same: dict[torch.fx.Node, torch.fx.Node] = {}  # node -> the first node computing the same value
     calls: dict[tuple, torch.fx.Node] = {}
+    from_weights = set(known)  # the nodes computed from a parameter, buffer or lifted constant
     for node in graph.nodes:
         if node in known or not _foldable(node):
             continue
         inputs = node.all_input_nodes
         if not all(n in known for n in inputs):
             continue
+        if any(n in from_weights for n in inputs):
+            from_weights.add(node)
         call = (node.target, _frozen(torch.fx.node.map_arg((node.args, node.kwargs), lambda n: same.get(n, n))))
         if call in calls:
             same[node] = calls[call]
@@ -154,10 +161,18 @@ def _evaluate(graph: torch.fx.Graph, known: dict[torch.fx.Node, Any]) -> None:
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: known[n])
         with torch.no_grad():
             value = node.target(*args, **kwargs)
-        source_bytes = sum(_nbytes(known[n]) for n in inputs)
-        if _nbytes(value) <= max(source_bytes, MAX_GROWTH_BYTES):
+        if _fits(value, [known[n] for n in inputs], node in from_weights):
             known[node] = value
             calls[call] = node
+
+
+def _fits(value, operands: list, from_weights: bool) -> bool:
+    """Whether a folded ``value`` may be stored in place of the operator computing it from
+    ``operands``: a value computed from weights must take no more bytes than its operands
+    (the weight of an ``expand`` is stored, not its expansion); a table computed from
+    literals alone, up to `MAX_TABLE_BYTES`."""
+    limit = sum(_nbytes(v) for v in operands)
+    return _nbytes(value) <= (limit if from_weights else max(limit, MAX_TABLE_BYTES))
 
 
 def _transposed_weight(node: torch.fx.Node, known: dict) -> torch.fx.Node | None:

@@ -13,14 +13,22 @@ and nothing may read the buffer's old value after the chain starts writing. A
 KV-cache update then costs the new rows only. Anything else gets ExecuTorch's
 write-back ``copy_``. Buffer mutations stop being outputs; a
 mutated user input stays an output (its new value), as in ExecuTorch.
+
+State belongs to the program, not to one method: a buffer that any method mutates is
+state in every method that reads it (an encoder writes the cross-attention cache that the
+decoder only reads). `share_state` records that in the reading method's signature as a
+mutation of the buffer into itself, so that every later stage (constant folding,
+delegation, memory planning, emission) sees state there, never a constant.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
-from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
+from torch.export import ExportedProgram
+from torch.export.graph_signature import ExportGraphSignature, InputKind, OutputKind, OutputSpec, TensorArgument
 
 from torchedge.errors import ExportError
 from torchedge.exir import memory
@@ -30,7 +38,17 @@ from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.exir.source import describe_node
 
-__all__ = ["Mutation", "mutations", "mutable_buffers", "check_mutations", "MutableStatePass", "OUT_TO"]
+__all__ = [
+    "Mutation",
+    "mutations",
+    "mutable_buffers",
+    "check_mutations",
+    "MutableStatePass",
+    "OUT_TO",
+    "program_state",
+    "share_state",
+    "check_unshared_readers",
+]
 
 _aten = torch.ops.aten
 # Functional ops whose out variant is exact with ``out`` being ``self``: the portable kernels
@@ -54,6 +72,7 @@ class Mutation:
 
 _STATE_INPUTS = (InputKind.BUFFER, InputKind.PARAMETER)
 _STATE_MUTATIONS = (OutputKind.BUFFER_MUTATION, OutputKind.PARAMETER_MUTATION)
+_MUTATION_OF = {InputKind.BUFFER: OutputKind.BUFFER_MUTATION, InputKind.PARAMETER: OutputKind.PARAMETER_MUTATION}
 MUTATION_OUTPUTS = (*_STATE_MUTATIONS, OutputKind.USER_INPUT_MUTATION)
 
 
@@ -74,6 +93,71 @@ def mutations(signature: ExportGraphSignature) -> list[Mutation]:
 def mutable_buffers(signature: ExportGraphSignature) -> dict[str, str]:
     """Placeholder name -> fully qualified name of every buffer (or parameter) the program mutates."""
     return {m.target: m.fqn for m in mutations(signature) if m.is_buffer and m.target is not None and m.fqn is not None}
+
+
+def program_state(programs: Iterable[ExportedProgram]) -> set[str]:
+    """Fully qualified names of the buffers (and parameters) that any of ``programs`` writes."""
+    return {fqn for ep in programs for fqn in _state_fqns(ep.graph_signature, read_only=False)}
+
+
+def _state_fqns(signature: ExportGraphSignature, read_only: bool) -> set[str]:
+    """Names of the state a method writes, or (``read_only``) only reads (marked by `share_state`)."""
+    return {
+        m.fqn for m in mutations(signature) if m.is_buffer and m.fqn is not None and (m.value == m.target) == read_only
+    }
+
+
+def share_state(ep: ExportedProgram, state: set[str]) -> ExportedProgram:
+    """``ep`` with every buffer of ``state`` (`program_state`) that it reads without writing
+    marked as mutated into itself: an output of kind ``BUFFER_MUTATION`` returning the
+    placeholder unchanged. The method then holds the buffer as state (planned memory, shared
+    with the methods that write it under ``share_mutable_buffers``), as ExecuTorch's planner
+    and emitter treat a buffer that another method mutates; `MutableStatePass` drops the output.
+    The new program is built around ``ep``'s graph, whose output node is edited in place."""
+    sig = ep.graph_signature
+    written = set(mutable_buffers(sig).values())
+    nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    read = [
+        spec
+        for spec in sig.input_specs
+        if spec.kind in _STATE_INPUTS
+        and spec.target in state
+        and spec.target not in written
+        and nodes[spec.arg.name].users
+    ]
+    if not read:
+        return ep
+    marks = [OutputSpec(_MUTATION_OF[s.kind], TensorArgument(s.arg.name), target=s.target) for s in read]
+    output = ep.graph.output_node()
+    output.args = (tuple(nodes[s.arg.name] for s in read) + tuple(output.args[0]),)
+    ep.graph_module.recompile()
+    return ExportedProgram(
+        root=ep.graph_module,
+        graph=ep.graph,
+        graph_signature=ExportGraphSignature(list(sig.input_specs), marks + list(sig.output_specs)),
+        state_dict=ep.state_dict,
+        range_constraints=ep.range_constraints,
+        module_call_graph=ep.module_call_graph,
+        example_inputs=ep.example_inputs,
+        constants=ep.constants,
+        verifiers=list(ep.verifiers),
+    )
+
+
+def check_unshared_readers(methods: Mapping[str, ExportedProgram]) -> None:
+    """Refuse state that one method writes and another only reads when the methods do not
+    share state: each would hold its own copy, and the reader would never see a write
+    (ExecuTorch compiles it, and the reader returns the buffer's initial value)."""
+    for reader, ep in methods.items():
+        read = sorted(_state_fqns(ep.graph_signature, read_only=True))
+        if read:
+            writers = [n for n, other in methods.items() if read[0] in _state_fqns(other.graph_signature, False)]
+            raise ExportError(
+                f"method '{reader}' reads buffer '{read[0]}', which method {', '.join(map(repr, writers))} "
+                f"mutates: without shared state each method keeps its own copy and '{reader}' would never "
+                "see the writes; compile with ExecutorchBackendConfig(memory_planning_pass="
+                "MemoryPlanningPass(share_mutable_buffers=True))"
+            )
 
 
 def check_mutations(ep, traced=None) -> None:
