@@ -136,6 +136,65 @@ def test_sizes_outside_the_exported_range_are_input_errors():
     assert out.shape == (2, 1)
 
 
+class TwoInputs(torch.nn.Module):
+    def forward(self, x, y):
+        return x.sum() + y.sum(), y.reshape(-1)[: x.shape[0]]
+
+
+def _two_inputs_program(has_executorch):
+    batch = Dim("batch", min=2, max=8)
+    dims = ({0: batch}, {0: 2 * batch})
+    example = (torch.randn(3, 4), torch.randn(6, 4))
+    exported = torch.export.export(TwoInputs(), example, dynamic_shapes=dims)
+    return to_edge(exported).to_executorch().buffer
+
+
+def test_sizes_below_the_exported_minimum_are_input_errors(has_executorch):
+    buffer = _two_inputs_program(has_executorch)
+    program = Runtime.get().load_program(buffer)
+    meta = program.metadata("forward")
+    assert meta.inputs[0].lower_bound == (2, 4) and meta.inputs[1].lower_bound == (4, 4)  # 2 * batch >= 4
+    method = program.load_method()
+    for too_small in [(np.zeros((1, 4), np.float32), np.zeros((2, 4), np.float32)), (np.zeros((0, 4), np.float32),)]:
+        x, y = too_small[0], too_small[-1]
+        with pytest.raises(InputError, match=r"input 0: shape \[[01], 4\] is outside .* at least \[2, 4\]"):
+            method.execute([x, np.zeros((4, 4), np.float32)])
+        with pytest.raises(InputError, match=r"input 1: shape \[[02], 4\] is outside .* at least \[4, 4\]"):
+            method.execute([np.zeros((2, 4), np.float32), y])
+    with pytest.raises(InputError, match=r"input 0: shape \[2, 3\] is outside"):  # a static dimension is exact
+        method.execute([np.zeros((2, 3), np.float32), np.zeros((4, 4), np.float32)])
+    for batch in (2, 8):  # both ends of the range run, here and on ExecuTorch (which ignores the record)
+        inputs = (torch.randn(batch, 4), torch.randn(2 * batch, 4))
+        expected = torch_outputs(TwoInputs(), inputs)
+        assert_matches(method.execute([t.numpy() for t in inputs]), expected)
+        if has_executorch:
+            assert_matches(executorch_run(buffer, [t.numpy() for t in inputs]), expected)
+
+
+def test_ranges_starting_at_zero_admit_empty_and_single_rows():
+    exported = torch.export.export(
+        TwoInputs(), (torch.randn(3, 4), torch.randn(5, 4)), dynamic_shapes=({0: Dim("a", max=8)}, {0: Dim("b", max=8)})
+    )
+    buffer = to_edge(exported).to_executorch().buffer
+    method = Runtime.get().load_program(buffer).load_method()
+    assert [m.lower_bound for m in method.meta.inputs] == [(0, 4), (0, 4)]
+    inputs = (torch.randn(0, 4), torch.randn(1, 4))
+    assert_matches(method.execute([t.numpy() for t in inputs]), torch_outputs(TwoInputs(), inputs))
+
+
+def test_malformed_lower_bounds_are_invalid_programs():
+    from torchedge.errors import InvalidProgramError
+    from torchedge.runtime.method_meta import input_minimums_key
+    from torchedge.serialize import serialize_pte
+
+    contents = deserialize_pte(_two_inputs_program(False)).unpack()
+    for blob in (b"not json", b"[[0, 0, -1]]", b"[[0, 7, 2]]", b"[[0, 0, 99]]"):
+        named = dict(contents.named_data, **{input_minimums_key("forward"): blob})
+        buffer = serialize_pte(contents.program, mutable_data=contents.mutable_data, named_data=named)
+        with pytest.raises(InvalidProgramError, match="input"):
+            Runtime.get().load_program(buffer).load_method()
+
+
 def test_unbounded_dimension_is_an_export_error():
     model, inputs, _ = _small()
     exported = torch.export.export(model, inputs, dynamic_shapes=({0: Dim("batch")},))

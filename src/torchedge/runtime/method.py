@@ -9,6 +9,7 @@ the outputs.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,7 +22,7 @@ from torchedge.runtime.backend import RUNTIME_PROFILING, get_backend
 from torchedge.runtime.fusion import Dataflow, fuse_steps
 from torchedge.runtime.inputs import as_numpy
 from torchedge.runtime.memory import MemoryManager
-from torchedge.runtime.method_meta import MethodMeta
+from torchedge.runtime.method_meta import MethodMeta, TensorMeta
 from torchedge.runtime.named_data import NamedDataMap
 from torchedge.runtime.steps import DELEGATE, FREE, JUMP, KERNEL, MOVE, RESIZING_KERNEL, Step, StepCompiler, truthy
 from torchedge.runtime.threads import (
@@ -51,6 +52,9 @@ class Method:
 
     ``max_backward_jumps``: how many backward jumps (loop iterations) one run may take before it
     stops with a `KernelError`, so that a corrupt loop condition cannot hang the caller.
+
+    ``lock``: held by each run (see `execute`); the program passes one lock to the methods that
+    share mutable state (buffers shared between methods, its tracer), else each method has its own.
     """
 
     max_backward_jumps = 1 << 20
@@ -67,8 +71,10 @@ class Method:
         named_data: NamedDataMap | None = None,
         tracer: EventTracer | None = None,
         fuse: bool = True,
+        lock: threading.Lock | None = None,
     ):
         self.name = plan.name
+        self._lock = threading.Lock() if lock is None else lock
         self._tracer = tracer
         named_data = named_data if named_data is not None else NamedDataMap()
         self._requested_threads = None if num_threads is None else check_num_threads(num_threads)
@@ -79,7 +85,7 @@ class Method:
         self._inputs = list(plan.inputs or [])
         self._outputs = list(plan.outputs or [])
         check_signature(self.name, self._inputs, self._outputs, self._values)
-        self.meta = MethodMeta.from_plan(plan)
+        self.meta = MethodMeta.from_plan(plan, named_data)
         chains = plan.chains or []
         if len(chains) > 1:
             raise InvalidProgramError(f"method '{self.name}' has {len(chains)} chains; only one is supported")
@@ -156,6 +162,10 @@ class Method:
     # -- execution -------------------------------------------------------------
 
     def set_inputs(self, inputs) -> None:
+        with self._lock:
+            self._set_inputs(inputs)
+
+    def _set_inputs(self, inputs) -> None:
         inputs = list(inputs)
         if len(inputs) != len(self._inputs):
             raise InputError(f"method '{self.name}' takes {len(self._inputs)} input(s), got {len(inputs)}")
@@ -190,7 +200,7 @@ class Method:
         if array.dtype != expected.dtype:
             raise InputError(f"{where}: expected dtype {expected.dtype}, got {array.dtype}")
         if expected.dynamic:
-            self._resize_input(index, array.shape, expected.shape, where)
+            self._resize_input(index, array.shape, expected, where)
             current = self._values[index]
         elif array.shape != expected.shape:
             raise InputError(f"{where}: expected shape {list(expected.shape)}, got {list(array.shape)}")
@@ -206,17 +216,22 @@ class Method:
         else:
             np.copyto(current, array)
 
-    def _resize_input(self, index: int, shape, bound, where: str) -> None:
-        if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)):
+    def _resize_input(self, index: int, shape, expected: TensorMeta, where: str) -> None:
+        bound, lowest = expected.shape, expected.lower_bound
+        if len(shape) != len(bound) or any(not low <= s <= b for s, low, b in zip(shape, lowest, bound)):
             raise InputError(
                 f"{where}: shape {list(shape)} is outside the dynamic range the method was "
-                f"exported for (rank {len(bound)}, at most {list(bound)})"
+                f"exported for (rank {len(bound)}, at least {list(lowest)}, at most {list(bound)})"
             )
         if index in self._values.capacity and self._values.resize(index, tuple(shape)):
             self._shapes_current = False
 
     def set_outputs(self, outputs) -> None:
         """Bind caller-provided buffers to the outputs the plan does not place (``None`` entries: allocate)."""
+        with self._lock:
+            self._set_outputs(outputs)
+
+    def _set_outputs(self, outputs) -> None:
         outputs = list(outputs) if outputs is not None else [None] * len(self._outputs)
         if len(outputs) != len(self._outputs):
             raise InputError(f"method '{self.name}' has {len(self._outputs)} output(s), got {len(outputs)} buffers")
@@ -246,16 +261,24 @@ class Method:
         Planned outputs are returned as copies (the next run reuses their memory).
         Outputs compiled with ``alloc_graph_output=False`` are written into the
         arrays given in ``outputs`` (or freshly allocated ones) and returned as is.
+
+        Safe to call from several threads: a run holds the method's lock from copying the
+        inputs in to copying the outputs out, so concurrent calls run one after another and
+        no later call changes an array an earlier one returned. Methods of one program that
+        share mutable buffers (or its tracer) share one lock, so their updates are never lost.
+        For calls that run in parallel, load a method per thread (`Program.load_method`):
+        each has its own memory and delegate handles.
         """
-        if self._tracer is not None:
-            return self._traced_execute(self._tracer, inputs, outputs)
-        self._execute(inputs, outputs)
-        return self._results()
+        with self._lock:
+            if self._tracer is not None:
+                return self._traced_execute(self._tracer, inputs, outputs)
+            self._execute(inputs, outputs)
+            return self._results()
 
     def _execute(self, inputs, outputs) -> None:
-        self.set_inputs(inputs)
+        self._set_inputs(inputs)
         if self._caller_outputs or outputs is not None:
-            self.set_outputs(outputs)
+            self._set_outputs(outputs)
         self._run()
 
     def _traced_execute(self, tracer: EventTracer, inputs, outputs) -> list:
@@ -273,10 +296,7 @@ class Method:
 
     def _results(self) -> list:
         table = self._values.values
-        return [
-            v.copy() if copy and isinstance(v, np.ndarray) else v
-            for copy, v in zip(self._copied_outputs, [table[i] for i in self._outputs])
-        ]
+        return [_detached(table[i]) if copy else table[i] for copy, i in zip(self._copied_outputs, self._outputs)]
 
     def _run(self) -> None:
         if not self._runs_kernels:
@@ -365,3 +385,12 @@ class Method:
                 backend.destroy(handle)
             except Exception:  # destruction must never raise out of __del__
                 pass
+
+
+def _detached(value):
+    """An output as the caller keeps it: arrays (also in a tensor list) copied out of the method's memory."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, list):
+        return [_detached(v) for v in value]
+    return value

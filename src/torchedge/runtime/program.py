@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -25,7 +27,11 @@ __all__ = ["Program"]
 class Program:
     """``num_threads``: the threads of the methods it loads, unless `load_method` says otherwise
     (None: the runtime's default, see `torchedge.runtime.threads`). ``tracer``: records the
-    loads and runs of its methods (see `Runtime.load_program`'s ``enable_etdump``)."""
+    loads and runs of its methods (see `Runtime.load_program`'s ``enable_etdump``).
+
+    Methods may be loaded and run from several threads. Each method's runs hold a lock; the
+    methods that share mutable state (buffers shared between methods, the tracer) share the
+    program's, which their loads hold too: a method joining the state never sees it half made."""
 
     def __init__(
         self,
@@ -44,6 +50,7 @@ class Program:
         if len(self._plans) != len(self._pte.program.execution_plan or []):
             raise InvalidProgramError("the program has two methods with the same name")
         self._shared_state = SharedState(self._plans.values())
+        self._shared_lock = threading.Lock()  # held by the runs and loads of methods that share state
         self._data_loaders = [d for _, d in data]  # external data are views onto their bytes too
         keys = [entry.key for entry in self._pte.program.named_data or []]
         sources: list[tuple[str, list[str], Callable[[str], memoryview]]] = [
@@ -87,19 +94,23 @@ class Program:
         plan = self._plan(name)
         if num_threads is None:
             num_threads = self._num_threads
-        tracer = self._tracer
-        if tracer is None:
-            return self._load_method(plan, max_arena_bytes, num_threads, fuse)
-        with tracer.span("Program::load_method"):
-            return self._load_method(plan, max_arena_bytes, num_threads, fuse)
+        shares = self._tracer is not None or self._shared_state.used_by(plan)
+        lock = self._shared_lock if shares else None
+        with contextlib.nullcontext() if lock is None else lock:
+            if self._tracer is None:
+                return self._load_method(plan, max_arena_bytes, num_threads, fuse, lock)
+            with self._tracer.span("Program::load_method"):
+                return self._load_method(plan, max_arena_bytes, num_threads, fuse, lock)
 
-    def _load_method(self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse: bool) -> Method:
+    def _load_method(
+        self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse: bool, lock: threading.Lock | None
+    ) -> Method:
         shared, live = self._shared_state.arenas_for(plan, max_arena_bytes)
         args = (plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data)
         if self._tracer is None:
-            return Method(*args, fuse=fuse)
+            return Method(*args, fuse=fuse, lock=lock)
         with self._tracer.span("Method::init"):
-            return Method(*args, tracer=self._tracer)
+            return Method(*args, tracer=self._tracer, lock=lock)
 
     @property
     def event_tracer(self) -> EventTracer | None:
@@ -111,8 +122,9 @@ class Program:
         with ``debug_buffer_path``, also the debug buffer holding the logged tensors."""
         if self._tracer is None:
             raise InputError("the program was loaded without enable_etdump=True: it recorded no events")
-        self._tracer.write(etdump_path, debug_buffer_path)
+        with self._shared_lock:  # not while a method records a run
+            self._tracer.write(etdump_path, debug_buffer_path)
 
     def metadata(self, name: str = "forward") -> MethodMeta:
         """Signature and planned memory of a method, without allocating it."""
-        return MethodMeta.from_plan(self._plan(name))
+        return MethodMeta.from_plan(self._plan(name), self._named_data)

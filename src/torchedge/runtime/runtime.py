@@ -44,9 +44,10 @@ class Runtime:
     @classmethod
     def get(cls, kernels: str = "portable", num_threads: int | None = None) -> Runtime:
         key = (kernels, None if num_threads is None else check_num_threads(num_threads))
-        if key not in cls._instances:
-            cls._instances[key] = cls(kernels, num_threads)
-        return cls._instances[key]
+        found = cls._instances.get(key)
+        if found is None:  # threads asking at once: one instance is kept, all get it
+            found = cls._instances.setdefault(key, cls(kernels, num_threads))
+        return found
 
     def load_program(
         self,

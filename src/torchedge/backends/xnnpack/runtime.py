@@ -4,6 +4,10 @@
 an execution plan (`graph`); ``execute`` runs the plan on the delegate call's arguments. No
 XNNPACK library and no torch: NumPy only. Importing this module registers the backend under
 ExecuTorch's id, ``XnnpackBackend``.
+
+Threads: a handle (`Plan`) owns the buffers of its graph's values, so it runs one call at a time,
+which the lock of the method holding it ensures; each loaded method builds a handle of its own,
+and the constants they share are read-only.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
 """Arrays computed from a kernel's constant operands (batch norm folded into weights, a
-convolution's transformed kernels), computed once per program instead of once per call."""
+convolution's transformed kernels), computed once per program instead of once per call.
+
+The cache is process-wide, shared by every method and thread. It is keyed by the sources'
+``id()``, which a new array may reuse once a source is gone, so an entry holds weak references
+to its sources and serves only calls with those very arrays (alive, hence their ids are theirs);
+the death of any source drops the entry. Results are read-only, so threads may share them."""
 
 from __future__ import annotations
 
@@ -27,7 +32,9 @@ def derived(compute, sources: tuple, *params):
     if len(_CACHE) >= _LIMIT:
         _CACHE.clear()
     _CACHE[key] = (tuple(None if a is None else weakref.ref(a) for a in sources), result)
-    weakref.finalize(next(a for a in sources if a is not None), _CACHE.pop, key, None)
+    for array in sources:
+        if array is not None:
+            weakref.finalize(array, _CACHE.pop, key, None)
     return result
 
 
