@@ -151,7 +151,8 @@ def test_run_an_embedding_on_random_inputs(user_models, tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["run", "PTE", "--repeat", "0"], "--repeat: expected a whole number >= 1, got '0'"),
+        (["run", "PTE", "--repeat", "-1"], "--repeat: expected a whole number >= 0, got '-1'"),
+        (["profile", "PTE", "--repeat", "0"], "--repeat: expected a whole number >= 1, got '0'"),
         (["bench", "PTE", "--warmup", "-1"], "--warmup: expected a whole number >= 0, got '-1'"),
         (["check", "mlp", "--tolerance", "nan"], "--tolerance: expected a number >= 0, got 'nan'"),
         (["export", "mlp", "--dynamic", "0:1"], "is not INPUT:DIM:MIN:MAX"),
@@ -273,7 +274,7 @@ def test_aot_commands_without_torch(mlp_pte):
 
 def test_missing_files(mlp_pte, tmp_path, capsys):
     assert "no such .pte file" in fails(capsys, ["run", str(tmp_path / "none.pte")])
-    assert "no such .pte file" in fails(capsys, ["inspect", str(tmp_path)])
+    assert "is a directory, not a .pte file" in fails(capsys, ["inspect", str(tmp_path)])
     line = fails(capsys, ["generate", mlp_pte, "--tokenizer", str(tmp_path / "none.json"), "--prompt", "hi"])
     assert "none.json" in line
 

@@ -1,90 +1,17 @@
-"""`torchedge export`: compile a built-in or user model to a .pte (also the first step of `check`)."""
+"""`torchedge export`: compile a built-in or user model to a .pte (also the first step of `check`),
+with a backend, a dtype, a quantization recipe, an ETRecord and external constants on request."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import inspect
 import os
 
 from torchedge.cli.eager import first_line, user_code
+from torchedge.cli.models import default_output, load_any_model
 from torchedge.cli.output import stage
+from torchedge.cli.recipes import ExportSettings, cast_model, partitioners, quantize_model
 from torchedge.errors import ExportError, TorchEdgeError
 
-__all__ = ["compile_model", "cmd_export", "load_any_model"]
-
-_FACTORY_HELP = "a factory returns (model, example_inputs): the nn.Module and a tuple of example input tensors"
-
-
-def _user_module(source: str, name: str):
-    """The module ``source`` names: a path to a .py file, else an importable module name."""
-    if os.path.isfile(source):
-        spec = importlib.util.spec_from_file_location("_torchedge_user_model", source)
-        if spec is None or spec.loader is None:
-            raise ExportError(f"model '{name}': cannot load '{source}' as a Python module")
-        module = importlib.util.module_from_spec(spec)
-        with user_code(f"loading '{source}'"):
-            spec.loader.exec_module(module)
-        return module
-    if source.endswith(".py") or os.sep in source or not source.replace(".", "").replace("_", "").isalnum():
-        raise ExportError(f"model '{name}': no such file: '{source}'")
-    try:
-        with user_code(f"importing '{source}'"):
-            return importlib.import_module(source)
-    except ModuleNotFoundError as e:
-        if e.name != source.split(".")[0] and e.name != source:
-            raise
-        raise ExportError(f"model '{name}': '{source}' is neither a file nor an importable module") from None
-
-
-def load_any_model(name: str, seed: int = 0):
-    """``(model, example_inputs)`` of a built-in model, or of ``path/to/file.py:factory`` / ``module:factory``.
-
-    A missing factory, a factory that returns something else than ``(model, example_inputs)``
-    and an exception raised in the user's code are `TorchEdgeError`s with a one-line message.
-    """
-    import torch
-
-    from torchedge.models import MODEL_NAMES, load_model
-
-    if name in MODEL_NAMES or ":" not in name:
-        return load_model(name, seed)  # a built-in, or an unknown name: its ExportError lists the built-ins
-    source, factory_name = name.rsplit(":", 1)
-    module = _user_module(source, name)
-    factory = getattr(module, factory_name, None)
-    if factory is None:
-        defined = sorted(
-            n
-            for n, v in vars(module).items()
-            if inspect.isfunction(v) and v.__module__ == module.__name__ and not n.startswith("_")
-        )[:12]
-        raise ExportError(
-            f"model '{name}': '{source}' has no factory '{factory_name}' "
-            f"(its functions: {', '.join(defined) or 'none'})"
-        )
-    if not callable(factory):
-        raise ExportError(f"model '{name}': '{factory_name}' is a {type(factory).__name__}, not a function")
-    torch.manual_seed(seed)
-    with user_code(f"factory '{factory_name}'"):
-        result = factory()
-    if isinstance(result, torch.nn.Module):
-        raise ExportError(
-            f"model '{name}': factory '{factory_name}' returned only the model ({type(result).__name__}); "
-            f"{_FACTORY_HELP}"
-        )
-    if not (isinstance(result, (tuple, list)) and len(result) == 2 and callable(result[0])):
-        raise ExportError(
-            f"model '{name}': factory '{factory_name}' returned a {type(result).__name__}; {_FACTORY_HELP}"
-        )
-    model, inputs = result
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    if not isinstance(inputs, (tuple, list)):
-        raise ExportError(
-            f"model '{name}': factory '{factory_name}' returned example inputs of type {type(inputs).__name__}; "
-            f"{_FACTORY_HELP}"
-        )
-    return model, tuple(inputs)
+__all__ = ["compile_model", "cmd_export"]
 
 
 def _check_dynamic(dynamic: list, inputs: list) -> None:
@@ -102,22 +29,36 @@ def _check_dynamic(dynamic: list, inputs: list) -> None:
             )
 
 
-def compile_model(model_name: str, dynamic: list | None = None):
-    """The model, its example inputs and its `ExecutorchProgramManager`, with progress on stderr."""
-    import torch
-
-    from torchedge.devtools.dynamic_inputs import dynamic_shapes, resize_along
-    from torchedge.exir import to_edge
-
+def _prepared_model(model_name: str, dynamic: list, settings: ExportSettings):
+    """The model and example inputs, cast to the dtype and quantized as ``settings`` say."""
     stage(f"building model '{model_name}'")
     model, inputs = load_any_model(model_name)
     inputs = list(inputs)
-    _check_dynamic(dynamic or [], inputs)
-    for d in dynamic or []:  # export traces one size in range; torch.export specialises sizes 0 and 1
+    _check_dynamic(dynamic, inputs)
+    from torchedge.devtools.dynamic_inputs import resize_along
+
+    for d in dynamic:  # export traces one size in range; torch.export specialises sizes 0 and 1
         example = inputs[d.input].shape[d.dim]
         if not max(d.min, 2) <= example <= d.max:
             inputs[d.input] = resize_along(inputs[d.input], d.dim, min(max(d.min, 2), d.max))
-    inputs = tuple(inputs)
+    model, inputs = cast_model(model, tuple(inputs), settings.dtype)
+    if settings.quantize:
+        stage(f"quantizing ({settings.quantize})")
+        with user_code("the model"):
+            model = quantize_model(model, settings.quantize, settings.group_size)
+    return model, inputs
+
+
+def compile_model(model_name: str, dynamic: list | None = None, settings: ExportSettings | None = None):
+    """The model, its example inputs and its `ExecutorchProgramManager`, with progress on stderr."""
+    import torch
+
+    from torchedge.devtools.dynamic_inputs import dynamic_shapes
+    from torchedge.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+
+    settings = settings or ExportSettings()
+    partitioner = partitioners(settings.backend)  # an unwritable backend fails before any work
+    model, inputs = _prepared_model(model_name, dynamic or [], settings)
     stage("torch.export.export")
     try:
         with user_code("the model"):
@@ -126,28 +67,82 @@ def compile_model(model_name: str, dynamic: list | None = None):
         raise
     except Exception as e:  # torch.export's own refusal, with no frame of the user's code
         raise ExportError(f"torch.export.export failed: {type(e).__name__}: {first_line(e)}") from e
-    stage("to_edge (core ATen decomposition)")
-    edge = to_edge(exported)
+    lowering = f", delegating to {settings.backend}" if partitioner else ""
+    stage(f"to_edge (core ATen decomposition{lowering})")
+    edge = to_edge_transform_and_lower(
+        exported, partitioner=partitioner, generate_etrecord=settings.etrecord is not None
+    )
     stage("to_executorch (out variants, memory planning, emit)")
-    return model, inputs, edge.to_executorch()
+    config = ExecutorchBackendConfig(external_constants=settings.external_constants)
+    return model, inputs, edge.to_executorch(config)
+
+
+def _settings(args) -> ExportSettings:
+    return ExportSettings(
+        backend=args.backend,
+        quantize=args.quantize,
+        group_size=args.group_size,
+        dtype=args.dtype,
+        etrecord=args.etrecord,
+        external_constants=args.external_constants,
+    )
 
 
 def cmd_export(args) -> int:
+    settings = _settings(args)
     if args.model.endswith("-kv"):
-        return _export_kv_cache_model(args)
-    _, _, program = compile_model(args.model, args.dynamic)
-    out = args.output or f"{args.model.split(':')[-1]}.pte"
+        return _export_kv_cache_model(args, settings)
+    model, inputs, program = compile_model(args.model, args.dynamic, settings)
+    out = args.output or default_output(args.model)
     program.save(out)
-    print(f"wrote {out} ({len(program.buffer):,} bytes)")
+    print(f"wrote {out} ({len(program.buffer):,} bytes{_delegated(program, settings.backend)})")
+    if settings.external_constants:
+        _write_data_files(program, out)
+    if settings.etrecord:
+        _write_etrecord(program, model, inputs, settings.etrecord)
     return 0
 
 
-def _export_kv_cache_model(args) -> int:
+def _delegated(program, backend: str) -> str:
+    """``, 3 delegates to onnxruntime`` (or that none was made) for a backend other than portable."""
+    if backend == "portable":
+        return ""
+    count = sum(len(plan.delegates or []) for plan in program.program.execution_plan)
+    if not count:
+        return f"; no operator was delegated to {backend}: every one runs on the portable kernels"
+    return f", {count} delegate{'s' if count > 1 else ''} to {backend}"
+
+
+def _write_etrecord(program, model, inputs: tuple, path: str) -> None:
+    """The ETRecord, with the example inputs and eager's outputs on them (what `torchedge debug` replays)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    etrecord = program.get_etrecord()
+    etrecord.update_representative_inputs(list(inputs))
+    with torch.no_grad(), user_code("the model"):
+        expected = [v for v in tree_leaves(model(*inputs)) if isinstance(v, torch.Tensor)]
+    etrecord.update_reference_outputs([expected])  # one test case of forward, ExecuTorch's layout
+    etrecord.save(path)
+    print(f"wrote {path} (ETRecord, with the example inputs and eager's outputs)")
+
+
+def _write_data_files(program, out: str) -> None:
+    """The .ptd of the external constants beside the .pte: ``<output>.ptd`` (several: ``<output>.<name>``)."""
+    stem = os.path.splitext(out)[0]
+    files = program.data_files
+    for name, data in files.items():
+        path = f"{stem}.ptd" if len(files) == 1 else f"{stem}.{name}"
+        with open(path, "wb") as f:
+            f.write(data)
+        print(f"wrote {path} ({len(data):,} bytes of external constants: run with --data-path {path})")
+
+
+def _export_kv_cache_model(args, settings: ExportSettings) -> int:
     """A built-in decoder-only LM with a static KV cache, and a demo tokenizer.json beside it."""
     from torchedge.models.causal_lm import compile_causal_lm, demo_tokenizer, load_kv_cache_model
 
-    if args.dynamic:
-        raise TorchEdgeError(f"--dynamic does not apply to '{args.model}': its sequence length is already dynamic")
+    _refuse_for_kv_cache_model(args.model, args.dynamic, settings)
     stage(f"building '{args.model}' and exporting it with a static KV cache")
     exported = load_kv_cache_model(args.model)
     stage("to_edge, to_executorch (forward prefills, decode takes one token; they share the cache)")
@@ -160,3 +155,23 @@ def _export_kv_cache_model(args) -> int:
     demo_tokenizer(vocab_size=vocab_size).save(tokenizer)
     print(f"wrote {out} ({len(program.buffer):,} bytes) and {tokenizer}")
     return 0
+
+
+def _refuse_for_kv_cache_model(name: str, dynamic, settings: ExportSettings) -> None:
+    if dynamic:
+        raise TorchEdgeError(f"--dynamic does not apply to '{name}': its sequence length is already dynamic")
+    given = [
+        flag
+        for flag, used in (
+            (f"--backend {settings.backend}", settings.backend != "portable"),
+            (f"--quantize {settings.quantize}", settings.quantize),
+            (f"--dtype {settings.dtype}", settings.dtype != "float32"),
+            ("--etrecord", settings.etrecord),
+            ("--external-constants", settings.external_constants),
+        )
+        if used
+    ]
+    if given:
+        raise TorchEdgeError(
+            f"{', '.join(given)}: not available for the KV-cache model '{name}' yet (it exports portable, float32)"
+        )

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from torchedge.cli.loading import check_program_path, load_program
+
 __all__ = ["cmd_generate"]
 
 
 def cmd_generate(args) -> int:
     """Generate text with a decoder-only LM on the NumPy runtime, printing tokens as they come."""
     from torchedge.generation import TextGenerator, Tokenizer
-    from torchedge.runtime import Runtime
 
+    check_program_path(args.pte)
     tokenizer = Tokenizer.from_file(args.tokenizer)
-    generator = TextGenerator(Runtime.get().load_program(args.pte))
+    generator = TextGenerator(load_program(args.pte))
     stop = args.stop
     if stop is None:  # the program's end-of-sequence ids, else the tokenizer's
         stop = generator.eos_ids or [i for i in (tokenizer.eos_id,) if i is not None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from torchedge.cli.loading import check_data_paths, check_program_path
 from torchedge.cli.output import stage
 
 __all__ = ["cmd_inspect", "cmd_kernels"]
@@ -10,7 +11,12 @@ __all__ = ["cmd_inspect", "cmd_kernels"]
 def cmd_inspect(args) -> int:
     from torchedge.devtools.describe import describe_memory, describe_program
 
-    print(describe_memory(args.pte, args.png) if args.memory or args.png else describe_program(args.pte))
+    check_program_path(args.pte)
+    data_paths = check_data_paths(args.data_path)
+    if args.memory or args.png:
+        print(describe_memory(args.pte, args.png))
+    else:
+        print(describe_program(args.pte, data_paths))
     return 0
 
 

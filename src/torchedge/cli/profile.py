@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from torchedge.cli.inputs import load_inputs
+from torchedge.cli.loading import load_program
 from torchedge.cli.output import stage
 
 __all__ = ["cmd_profile", "cmd_debug"]
 
 
 def _traced_method(args, debug_buffer_size: int = 0):
-    from torchedge.runtime import Runtime
-
-    program = Runtime.get().load_program(args.pte, enable_etdump=True, debug_buffer_size=debug_buffer_size)
+    program = load_program(args.pte, args.data_path, enable_etdump=True, debug_buffer_size=debug_buffer_size)
     return program, program.load_method(args.method, num_threads=getattr(args, "threads", None))
 
 

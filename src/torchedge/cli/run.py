@@ -2,32 +2,43 @@
 
 `torchedge run` given a bundled program (a ``.bpte``, recognised by its ``BP08`` identifier)
 verifies it instead: every test case of every method, one line each, exit status 1 if any fails.
+``--repeat 0`` runs once and times nothing (`bench`: reports the memory only); ``run --output``
+saves the outputs as an .npz (`save_outputs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from torchedge.cli.eager import eager_side, torch_threads
 from torchedge.cli.inputs import load_inputs
-from torchedge.cli.output import describe, latency, summary, threads_text
+from torchedge.cli.loading import check_program_path, load_program
+from torchedge.cli.output import describe, latency, save_outputs, summary, threads_text
 from torchedge.devtools.timing import Timing, time_calls
 
 __all__ = ["cmd_run", "cmd_bench"]
 
 
-def cmd_run(args) -> int:
-    from torchedge.runtime import Runtime
+def _method(args):
+    program = load_program(args.pte, args.data_path)
+    return program.load_method(args.method, num_threads=args.threads, fuse=args.fuse)
 
+
+def cmd_run(args) -> int:
+    check_program_path(args.pte)
     if _is_bundled_program(args.pte):
         return _verify_bundled_program(args)
-    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads, fuse=args.fuse)
+    method = _method(args)
     inputs = load_inputs(args, method.meta)
     outputs = method.execute(inputs)
     for i, out in enumerate(outputs):
         print(f"output {i}: {summary(out)}")
-    timing = time_calls({"torchedge": lambda: method.execute(inputs)}, args.repeat, warmup=0)["torchedge"]
-    print(f"latency: {latency(timing)} ({args.repeat} runs, {threads_text(method.num_threads)})")
+    if args.output:
+        print(f"wrote {save_outputs(args.output, outputs)}")
+    if args.repeat:
+        timing = time_calls({"torchedge": lambda: method.execute(inputs)}, args.repeat, warmup=0)["torchedge"]
+        print(f"latency: {latency(timing)} ({args.repeat} runs, {threads_text(method.num_threads)})")
     return 0
 
 
@@ -48,8 +59,11 @@ def _verify_bundled_program(args) -> int:
     from torchedge.runtime import Runtime
     from torchedge.runtime.bundled_program import load_bundled_program
 
-    if args.inputs is not None:
-        raise InputError(f"{args.pte} is a bundled program: it runs the inputs it carries, not --inputs")
+    for given, option in ((args.inputs, "--inputs"), (args.data_path, "--data-path"), (args.output, "--output")):
+        if given:
+            raise InputError(
+                f"{args.pte} is a bundled program: it verifies the cases it carries; {option} does not apply"
+            )
     bundle = load_bundled_program(args.pte, Runtime.get(num_threads=args.threads))
     results = bundle.verify()
     for r in results:
@@ -70,24 +84,22 @@ def _verify_bundled_program(args) -> int:
 
 def cmd_bench(args) -> int:
     """Time a .pte on the NumPy runtime (and a built-in model in PyTorch eager beside it)."""
-    from torchedge.runtime import Runtime
-
-    method = Runtime.get().load_program(args.pte).load_method(args.method, num_threads=args.threads, fuse=args.fuse)
+    method = _method(args)
     inputs = load_inputs(args, method.meta)
     sides = {"torchedge": lambda: method.execute(inputs)}
-    if args.model is None:
-        timings = time_calls(sides, args.repeat, args.warmup)
-    else:
-        with torch_threads(args.threads):
-            sides["eager"] = eager_side(args.model, inputs)
-            timings = time_calls(sides, args.repeat, args.warmup)
+    with torch_threads(args.threads) if args.model else contextlib.nullcontext():
+        if args.model:
+            sides["eager"] = eager_side(args.model, inputs)  # runs it once: a model that does not fit fails here
+        timings = time_calls(sides, args.repeat, args.warmup) if args.repeat else {}
+    if not args.repeat:
+        method.execute(inputs)  # once, untimed: the memory it takes
     memory = method.memory  # after the runs: the runtime allocations of the last one
     report = {
         "pte": args.pte,
         "method": args.method,
         "model": args.model,
         "threads": method.num_threads,
-        "warmup": args.warmup,
+        "warmup": args.warmup if args.repeat else 0,
         "repeat": args.repeat,
         "inputs": [describe(x) for x in inputs],
         "latency_ms": {side: t.milliseconds() for side, t in timings.items()},
@@ -103,13 +115,15 @@ def cmd_bench(args) -> int:
 
 def _bench_text(report: dict, timings: dict[str, Timing]) -> str:
     names = {"torchedge": "torchedge", "eager": f"eager ({report['model']})"}
-    width = max(len(names[side]) for side in timings)
+    width = max((len(names[side]) for side in timings), default=0)
     memory = report["memory_bytes"]
     lines = [
         f"method '{report['method']}' of {report['pte']}: {', '.join(report['inputs'])}; "
         f"{threads_text(report['threads'])}, {report['warmup']} warm-up and {report['repeat']} timed runs"
     ]
     lines += [f"{names[side]:<{width}}  {latency(t)}" for side, t in timings.items()]
+    if not timings:
+        lines.append("latency: not timed (--repeat 0: one untimed run)")
     lines.append(
         f"peak memory: {memory['peak']:,} B = {memory['planned']:,} B planned arenas + "
         f"{memory['runtime']:,} B runtime allocations (constants stay in the mapped .pte)"

@@ -18,7 +18,10 @@ def _tokenizers():
     try:
         import tokenizers
     except ImportError:
-        raise TorchEdgeError("text generation needs the 'tokenizers' package: pip install tokenizers") from None
+        raise TorchEdgeError(
+            "text generation needs the 'tokenizers' package, which is not installed: "
+            "pip install 'torchedge[generation]'"
+        ) from None
     return tokenizers
 
 
@@ -42,8 +45,9 @@ class Tokenizer:
         path = os.fspath(path)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"no tokenizer file '{path}'")
+        tokenizers = _tokenizers()  # a missing package is not a bad file
         try:
-            backend = _tokenizers().Tokenizer.from_file(path)
+            backend = tokenizers.Tokenizer.from_file(path)
         except Exception as e:  # tokenizers reports parse errors as plain Exceptions
             raise InputError(f"'{path}' is not a tokenizer.json the 'tokenizers' package can read: {e}") from None
         config = _sibling_config(path)

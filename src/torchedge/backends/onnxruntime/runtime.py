@@ -3,6 +3,9 @@
 NumPy and onnxruntime only (no torch). Importing this module registers the
 backend under its id; the runtime does that on first use of the id (the
 ``torchedge.backends`` entry point in pyproject.toml names this module).
+
+Threads: a handle's IO binding is rebound in place, so it runs one call at a time, which the lock
+of the method holding it ensures; each loaded method opens a session (and intra-op pool) of its own.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import os
 import platform
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from operator import is_
@@ -187,6 +191,17 @@ class OnnxRuntimeDelegate(BackendInterface):
                     break
         return result
 
+    def describe(self, processed) -> list[str]:
+        """Nodes by operator type, inputs, outputs and weights of the payload's ONNX graph (read
+        from its protobuf encoding: no onnx package, no session); subgraphs of If/Loop not counted."""
+        graph = _onnx_graph(memoryview(processed).cast("B"))
+        kinds = Counter(graph.op_types)
+        lines = [
+            f"ONNX graph: {len(graph.op_types)} nodes, {graph.inputs} input(s), {graph.outputs} output(s)",
+            f"weights: {graph.initializers} initializer(s), {graph.initializer_bytes:,} bytes in the payload",
+        ]
+        return lines + [f"{count:5d} x {kind}" for kind, count in kinds.most_common()]
+
     @staticmethod
     def _bind_and_run(handle: _Session, args, n: int) -> None:
         if handle.signature:
@@ -206,6 +221,67 @@ class OnnxRuntimeDelegate(BackendInterface):
         handle.run()
         for out, target in staged:
             np.copyto(out, target)
+
+
+@dataclass
+class _OnnxGraph:
+    op_types: list[str] = field(default_factory=list)
+    inputs: int = 0
+    outputs: int = 0
+    initializers: int = 0
+    initializer_bytes: int = 0
+
+
+def _varint(data: memoryview, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(data):
+            raise InvalidProgramError(f"{BACKEND_ID}: the ONNX model's protobuf ends inside a number")
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if byte < 0x80:
+            return value, at
+
+
+def _fields(data: memoryview):
+    """(field number, bytes) of each length-delimited field of a protobuf message; others skipped."""
+    at = 0
+    while at < len(data):
+        key, at = _varint(data, at)
+        kind = key & 7
+        if kind == 0:
+            _, at = _varint(data, at)
+        elif kind in (1, 5):
+            at += 8 if kind == 1 else 4
+        elif kind == 2:
+            size, at = _varint(data, at)
+            if at + size > len(data):
+                raise InvalidProgramError(f"{BACKEND_ID}: a field of the ONNX model runs past its end")
+            yield key >> 3, data[at : at + size]
+            at += size
+        else:
+            raise InvalidProgramError(f"{BACKEND_ID}: not an ONNX model (protobuf wire type {kind})")
+
+
+def _onnx_graph(model: memoryview) -> _OnnxGraph:
+    """ModelProto.graph (7): GraphProto node (1), initializer (5), input (11), output (12);
+    NodeProto.op_type (4)."""
+    graph = _OnnxGraph()
+    for number, body in _fields(model):
+        if number != 7:
+            continue
+        for part, value in _fields(body):
+            if part == 1:
+                graph.op_types += [bytes(v).decode("utf-8", "replace") for n, v in _fields(value) if n == 4]
+            elif part == 5:
+                graph.initializers += 1
+                graph.initializer_bytes += len(value)
+            elif part == 11:
+                graph.inputs += 1
+            elif part == 12:
+                graph.outputs += 1
+    return graph
 
 
 register_backend(BACKEND_ID, OnnxRuntimeDelegate())

@@ -1,0 +1,100 @@
+"""What `torchedge export` can do to a model on its way to a .pte: a dtype, a quantization recipe,
+a backend to delegate to.
+
+The names (`BACKENDS`, `DTYPES`, `QUANTIZE_RECIPES`) need no torch: the command line lists them
+in its help. The functions import torch (and torchao, for quantization) when called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchedge.errors import ExportError
+
+__all__ = ["BACKENDS", "DTYPES", "QUANTIZE_RECIPES", "ExportSettings", "cast_model", "partitioners", "quantize_model"]
+
+BACKENDS = {
+    "portable": "every operator on torchedge's portable kernels (ExecuTorch's portable library on a device)",
+    "onnxruntime": "delegate what ONNX Runtime runs to it (OnnxRuntimeBackend), the rest portable",
+    "xnnpack": "XNNPACK delegates (torchedge runs them but does not write them yet)",
+}
+DTYPES = ("float32", "float16", "bfloat16")
+QUANTIZE_RECIPES = {
+    "int8-dynamic": "int8 weights per output channel, int8 activations quantized per token at run time "
+    "(torchao Int8DynamicActivationIntxWeightConfig), for every nn.Linear",
+    "8da4w": "int4 weights in groups of --group-size input features, int8 activations quantized per token "
+    "at run time (torchao), for every nn.Linear",
+}
+
+
+@dataclass
+class ExportSettings:
+    """`torchedge export`'s options beyond the model: the defaults export as `to_edge` does."""
+
+    backend: str = "portable"
+    quantize: str | None = None
+    group_size: int = 32
+    dtype: str = "float32"
+    etrecord: str | None = None
+    external_constants: bool = False
+
+
+def partitioners(backend: str) -> list | None:
+    """The partitioners of ``backend`` (None: portable); XNNPACK is an `ExportError` for now."""
+    if backend == "portable":
+        return None
+    if backend == "onnxruntime":
+        from torchedge.backends.onnxruntime import OnnxRuntimePartitioner
+
+        return [OnnxRuntimePartitioner()]
+    if backend == "xnnpack":
+        raise ExportError(
+            "--backend xnnpack: torchedge runs XNNPACK delegates but cannot write them yet; export with "
+            "--backend portable or onnxruntime, or lower with ExecuTorch's XnnpackPartitioner (torchedge runs the .pte)"
+        )
+    raise ExportError(f"--backend {backend}: unknown backend; choose from {', '.join(BACKENDS)}")
+
+
+def cast_model(model, inputs: tuple, dtype: str):
+    """``model`` and the floating-point tensors of ``inputs`` in ``dtype``; other inputs unchanged."""
+    import torch
+
+    if dtype == "float32":
+        return model, inputs
+    target = getattr(torch, dtype)
+    cast = tuple(x.to(target) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+    return model.to(target), cast
+
+
+def quantize_model(model, recipe: str, group_size: int):
+    """``model`` with its nn.Linear layers quantized in place by torchao's ``quantize_`` (``recipe``
+    one of `QUANTIZE_RECIPES`); a layer that ``group_size`` does not fit is an `ExportError`."""
+    import torch
+
+    linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    if not linears:
+        raise ExportError(f"--quantize {recipe}: the model has no nn.Linear layer, which the recipe quantizes")
+    if recipe == "8da4w":
+        for name, layer in linears:
+            if layer.in_features % group_size:
+                raise ExportError(
+                    f"--quantize 8da4w: layer '{name}' has {layer.in_features} input features, which groups "
+                    f"of --group-size {group_size} do not divide; pick a divisor of every layer's input features"
+                )
+    from torchao.quantization.quant_api import quantize_
+
+    quantize_(model.eval(), _config(recipe, group_size))
+    return model
+
+
+def _config(recipe: str, group_size: int):
+    import torch
+    from torchao.quantization.granularity import PerAxis, PerGroup
+    from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig
+
+    if recipe == "int8-dynamic":
+        return Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int8, weight_granularity=PerAxis(0))
+    if recipe == "8da4w":
+        int4 = torch.int4  # type: ignore[attr-defined]  # torch declares it at run time only
+        return Int8DynamicActivationIntxWeightConfig(weight_dtype=int4, weight_granularity=PerGroup(group_size))
+    raise ExportError(f"--quantize {recipe}: unknown recipe; choose from {', '.join(QUANTIZE_RECIPES)}")
