@@ -335,4 +335,4 @@ def test_inspect_shows_what_the_payload_holds(tmp_path):
     text = describe_program(buffer)
     assert "delegate 0 (XnnpackBackend)" in text
     assert "2 x XNNFullyConnected" in text
-    assert "constants: 4 (4 in named data, 0 bytes in the payload" in text
+    assert "weights: 4 by key in named data (the program's segments or a .ptd), 0 in the payload (0 bytes)" in text

@@ -1,6 +1,7 @@
 """Finding backends by id: torchedge's own without package metadata, third parties through entry points."""
 
 import importlib.metadata
+import pathlib
 import sys
 from importlib.metadata import EntryPoint
 
@@ -46,3 +47,33 @@ def test_unknown_backend_is_named(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [])
     with pytest.raises(BackendMissingError, match="'NoSuchBackend' is not registered"):
         registry.get_backend("NoSuchBackend")
+
+
+def test_an_unavailable_backend_says_what_to_install(monkeypatch):
+    class Unavailable(registry.BackendInterface):
+        install_hint = "it needs FooRuntime: pip install foo"
+
+        def is_available(self) -> bool:
+            return False
+
+    monkeypatch.setitem(registry._BACKENDS, "FooBackend", Unavailable())
+    with pytest.raises(
+        BackendMissingError, match="not available on this machine: it needs FooRuntime: pip install foo"
+    ):
+        registry.get_backend("FooBackend")
+
+
+def test_onnxruntime_backend_names_its_extra():
+    from torchedge.backends.onnxruntime.runtime import OnnxRuntimeDelegate
+
+    assert "pip install 'torchedge[onnxruntime]'" in OnnxRuntimeDelegate.install_hint
+
+
+def test_a_missing_data_file_is_named_as_such(tmp_path):
+    from torchedge.runtime import Runtime
+
+    program = (pathlib.Path(__file__).parent.parent / "golden" / "mlp.pte").read_bytes()
+    with pytest.raises(FileNotFoundError, match="no such .ptd file"):
+        Runtime.get().load_program(program, data_path=str(tmp_path / "missing.ptd"))
+    with pytest.raises(FileNotFoundError, match="a directory, not a .ptd file"):
+        Runtime.get().load_program(program, data_path=str(tmp_path))

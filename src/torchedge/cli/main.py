@@ -8,12 +8,11 @@ status 2 (a usage error too); ``--debug`` shows the full traceback instead.
 from __future__ import annotations
 
 import os
-import re
 import sys
 
 from torchedge.cli.eager import first_line
 from torchedge.cli.parser import USAGE_ERROR, build_parser
-from torchedge.errors import BackendMissingError, TorchEdgeError
+from torchedge.errors import TorchEdgeError
 
 __all__ = ["build_parser", "main"]
 
@@ -28,12 +27,11 @@ _EXTRAS = {
     "onnx": "onnxruntime",
     "onnxruntime": "onnxruntime",
     "matplotlib": "plot",
+    "torchao": "quantize",
 }
 
+
 # A backend whose runtime needs a package -> (what it needs, the extra of torchedge that installs it).
-_BACKEND_PACKAGES = {"OnnxRuntimeBackend": ("ONNX Runtime", "onnxruntime")}
-
-
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -72,8 +70,6 @@ def _explain(error: Exception) -> tuple[str, int]:
         name = "PyTorch (torch)" if package == "torch" else f"the '{package}' package"
         install = f"pip install 'torchedge[{extra}]'" if extra else f"pip install {package}"
         return f"this command needs {name}, which is not installed: {install}", USAGE_ERROR
-    if isinstance(error, BackendMissingError):
-        return _backend_missing(str(error)), USAGE_ERROR
     if isinstance(error, TorchEdgeError):
         return str(error), USAGE_ERROR
     if isinstance(error, OSError):  # a file that is missing, unreadable, a directory, a full disk
@@ -85,12 +81,3 @@ def _explain(error: Exception) -> tuple[str, int]:
         "(a bug in torchedge; --debug shows the traceback)",
         INTERNAL_ERROR,
     )
-
-
-def _backend_missing(message: str) -> str:
-    """A backend that is registered but not available: say what to install."""
-    match = re.search(r"backend '([^']+)' is registered but not available", message)
-    if match is None or match.group(1) not in _BACKEND_PACKAGES:
-        return message
-    what, extra = _BACKEND_PACKAGES[match.group(1)]
-    return f"{message}: it needs {what}, which is not installed: pip install 'torchedge[{extra}]'"

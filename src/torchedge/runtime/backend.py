@@ -40,6 +40,9 @@ class BackendInterface:
     (inputs, then outputs to write into).
     """
 
+    # What to install when `is_available` is False (said in the error that refuses the backend).
+    install_hint = ""
+
     def is_available(self) -> bool:
         return True
 
@@ -99,7 +102,8 @@ def get_backend(name: str) -> BackendInterface:
         known = ", ".join(sorted(_BACKENDS)) or "none"
         raise BackendMissingError(f"backend '{name}' is not registered (registered backends: {known})")
     if not backend.is_available():
-        raise BackendMissingError(f"backend '{name}' is registered but not available on this machine")
+        hint = f": {backend.install_hint}" if backend.install_hint else ""
+        raise BackendMissingError(f"backend '{name}' is registered but not available on this machine{hint}")
     return backend
 
 

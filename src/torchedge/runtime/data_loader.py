@@ -62,13 +62,15 @@ class MmapDataLoader(DataLoader):
         self.path = os.fspath(path)
 
 
-def loader_for(source, mmap_file: bool = True) -> DataLoader:
-    """A loader for a path, bytes-like object, readable binary file, or an existing loader."""
+def loader_for(source, mmap_file: bool = True, what: str = ".pte file") -> DataLoader:
+    """A loader for a path, bytes-like object, readable binary file, or an existing loader
+    (``what``: the kind of file, for the error when the path names none)."""
     if isinstance(source, DataLoader):
         return source
     if isinstance(source, (str, os.PathLike)):
         if not os.path.isfile(source):
-            raise FileNotFoundError(f"no such .pte file: '{os.fspath(source)}'")
+            kind = "a directory, not a" if os.path.isdir(source) else "no such"
+            raise FileNotFoundError(f"{kind} {what}: '{os.fspath(source)}'")
         return MmapDataLoader(source) if mmap_file else FileDataLoader(source)
     if isinstance(source, (bytes, bytearray, memoryview, np.ndarray)):
         return BufferDataLoader(source)

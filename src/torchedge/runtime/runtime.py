@@ -74,7 +74,7 @@ class Runtime:
         `torchedge.devtools.Inspector`. See `torchedge.runtime.event_tracer`.
         """
         sources = [] if data_path is None else data_path if isinstance(data_path, (list, tuple)) else [data_path]
-        data = [(_name_of(d), loader_for(d, mmap_file=mmap)) for d in sources]
+        data = [(_name_of(d), loader_for(d, mmap_file=mmap, what=".ptd file")) for d in sources]
         tracer = None
         if enable_etdump:
             from torchedge.runtime.event_tracer import EventTracer  # tracing code loads only when used

@@ -111,6 +111,8 @@ def _cpu_flags() -> frozenset[str] | None:
 
 
 class OnnxRuntimeDelegate(BackendInterface):
+    install_hint = "it needs ONNX Runtime, which is not installed: pip install 'torchedge[onnxruntime]'"
+
     def is_available(self) -> bool:
         try:
             import onnxruntime  # noqa: F401

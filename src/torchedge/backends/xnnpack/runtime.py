@@ -53,8 +53,8 @@ class XnnpackBackend(BackendInterface):
         lines = [
             f"XNNPACK graph: {len(graph.xnodes or [])} nodes, {len(graph.xvalues or [])} values, "
             f"inputs {list(graph.input_ids or [])}, outputs {list(graph.output_ids or [])}",
-            f"constants: {len(constants)} ({len(named)} in named data, {inline:,} bytes in the payload "
-            f"of {len(constant_data):,} constant bytes)",
+            f"weights: {len(named)} by key in named data (the program's segments or a .ptd), "
+            f"{len(constants) - len(named)} in the payload ({inline:,} bytes)",
         ]
         return lines + [f"{count:5d} x {kind}" for kind, count in kinds.most_common()]
 

@@ -1,8 +1,9 @@
 """The lower bounds of a method's dynamic input dimensions, which the `.pte` format cannot hold.
 
-A tensor's planned sizes are its upper bound; the exported range's lower end (and the size of each
-static dimension of a dynamic input) is recorded in the program's named data (see `torchedge.runtime.method_meta`), so that torchedge's runtime refuses
-an input smaller than the range the program was exported and verified for.
+A tensor's planned sizes are its upper bound. The exported range's lower end (and the size of
+each static dimension of a dynamic input) is recorded in the program's named data (see
+`torchedge.runtime.method_meta`), so that torchedge's runtime refuses an input smaller than the
+range the program was exported and verified for.
 """
 
 from __future__ import annotations
