@@ -4,7 +4,8 @@ The spec is checked against the portable kernel library itself: every core opera
 probe calls (`kernel_probe`, one per dtype combination) run on the kernel and in eager.
 The combinations the spec admits must be exactly those the kernel supports (it runs them
 and returns eager's dtypes and shapes), which no floating-point result decides; apart from
-that, the kernel must compute them as eager does, within tolerances, but where `WRONG` says.
+that, the kernel must compute them as eager does, within tolerances, but where `WRONG` says
+(and as torchedge defines where C leaves eager's values undefined: `kernel_check.defined_expectation`).
 """
 
 import copy

@@ -3,8 +3,10 @@
 `check_call` replays a call (see `aten_calls.record_aten_calls`) on the kernel the runtime
 would run for it (`kernel_op`: the out variant, through the copy twin for views) and
 compares with eager's result, or, as a support check, tells a kernel that does not return
-eager's dtypes and shapes from one whose values are off (`support_tolerance`). The
-operators and calls to check come from `core_operators` and `opinfo_sampling`.
+eager's dtypes and shapes from one whose values are off (`support_tolerance`). Where eager's
+values are undefined in C, converting NaN, infinities or out-of-range floats to integers,
+the kernel is judged by torchedge's own conversion (`defined_expectation`). The operators
+and calls to check come from `core_operators` and `opinfo_sampling`.
 
 >>> from torchedge.devtools.aten_calls import record_aten_calls
 >>> calls = record_aten_calls(torch.add, torch.ones(2), torch.ones(2))
@@ -23,16 +25,30 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_map_only
 
+from torchedge.devtools.aten_calls import leaves
 from torchedge.devtools.output_compare import Unsupported, compare_outputs, numpy_dtype_of, to_numpy
 from torchedge.devtools.support_tolerance import layout_problem, values_problem
 from torchedge.errors import ExportError, OperatorMissingError
-from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type
+from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type, to_torch
 from torchedge.exir.ir import bind_arguments, op_name
 from torchedge.exir.op_schema import is_out_variant, out_argument_names, out_variant, view_copy_variant
+from torchedge.kernels.dtypes import conversion_undefined, convert
 from torchedge.kernels.registry import Kernel, get_kernel
 
-__all__ = ["DTYPES", "Status", "CheckResult", "kernel_op", "kernel_arguments", "check_call", "check_calls", "worst"]
+__all__ = [
+    "DTYPES",
+    "Status",
+    "CheckResult",
+    "kernel_op",
+    "kernel_arguments",
+    "conversion_target",
+    "defined_expectation",
+    "check_call",
+    "check_calls",
+    "worst",
+]
 
 # The dtypes the checks cover (OpInfo samples, edge-spec probing).
 DTYPES = (
@@ -126,6 +142,12 @@ def _describe(op, args, kwargs) -> str:
     return f"{op_name(op)}({', '.join(shown)})"
 
 
+def _outputs(expected, listed: bool) -> list:
+    """Eager's outputs one by one: a tuple or list result's items for an operator with out
+    arguments (``listed``), else the result itself."""
+    return list(expected) if listed and isinstance(expected, (tuple, list)) else [expected]
+
+
 def kernel_arguments(op, args, kwargs, expected) -> tuple[list, list | None, list]:
     """How the runtime would call ``kernel_op(op)`` for the call ``op(*args, **kwargs)``: (the
     kernel's arguments in schema order, the out arrays they include, preallocated like eager's
@@ -135,7 +157,7 @@ def kernel_arguments(op, args, kwargs, expected) -> tuple[list, list | None, lis
     bound = bind_arguments(op, args, kwargs)
     schema_args = target._schema.arguments
     list_out = len(outs) == 1 and isinstance(next(a for a in schema_args if a.name == outs[0]).type, torch.ListType)
-    wants = list(expected) if outs and isinstance(expected, (tuple, list)) else [expected]
+    wants = _outputs(expected, bool(outs))
     got_outs = [_empty(w) for w in wants] if outs else None
     out_values = {outs[0]: got_outs} if list_out else dict(zip(outs, got_outs or ()))
     values = []
@@ -158,10 +180,80 @@ def kernel_arguments(op, args, kwargs, expected) -> tuple[list, list | None, lis
     return values, got_outs, wants
 
 
+_INTEGERS = frozenset({torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
+
+
+def _is_float(value) -> bool:
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+
+
+def conversion_target(args, kwargs, result) -> torch.dtype | None:
+    """The integer dtype a call converts float tensors to where C leaves the result undefined,
+    or None: the dtype of every (non-empty) tensor the call returns, when a dtype argument or
+    an integer tensor argument names it (as for copy, _to_copy or sum with a dtype; not for
+    argmax's indices) and a float tensor argument holds NaN, an infinity or a value that
+    truncates out of its range."""
+    returned = {t.dtype for t in leaves(result) if isinstance(t, torch.Tensor) and t.numel()}
+    target = returned.pop() if len(returned) == 1 else None
+    inputs = list(leaves((args, kwargs)))
+    if target not in _INTEGERS or not any(v is target or getattr(v, "dtype", None) is target for v in inputs):
+        return None
+    return target if any(_is_float(v) and _undefined(v, target).any() for v in inputs) else None
+
+
+def _undefined(tensor: torch.Tensor, target: torch.dtype) -> np.ndarray:
+    """Where the float ``tensor`` holds values whose conversion to ``target`` C leaves
+    undefined (read in float64, which holds every float dtype's values)."""
+    real = (tensor.real if tensor.is_complex() else tensor).detach().double()
+    return np.asarray(conversion_undefined(real.numpy(), numpy_dtype_of(target)))
+
+
+def _with_floats(fn, args, kwargs) -> tuple[tuple, dict]:
+    """``(args, kwargs)`` with ``fn`` applied to every float tensor."""
+    return tree_map_only(torch.Tensor, lambda t: fn(t) if _is_float(t) else t, (args, kwargs))
+
+
+def _run(op, call: tuple[tuple, dict]):
+    return op(*call[0], **call[1])
+
+
+def _same(a, b) -> bool:
+    """Whether two results hold equal tensors and values."""
+    return all(torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(leaves(a), leaves(b)))
+
+
+def defined_expectation(op, args, kwargs, expected) -> tuple[tuple, dict, object] | None:
+    """The call and result to judge a kernel's values by: ``(args, kwargs, expected)`` itself,
+    but for a call whose eager values C leaves undefined (`conversion_target`), the call on its
+    float tensors converted as torchedge defines it (`torchedge.kernels.dtypes.convert`) and
+    eager's result of that; None (values not compared) unless the call converts its floats
+    first, as eager shows where they are defined (not so a search, or a view of their bits)."""
+    target = conversion_target(args, kwargs, expected)
+    if target is None:
+        return args, kwargs, expected
+    integer = numpy_dtype_of(target)
+
+    def converted(tensor: torch.Tensor) -> torch.Tensor:
+        return to_torch(convert(to_numpy(tensor), integer))
+
+    def zeroed(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.masked_fill(torch.as_tensor(_undefined(tensor, target)), 0)
+
+    try:
+        defined = _with_floats(zeroed, args, kwargs)
+        if not _same(_run(op, defined), _run(op, _with_floats(converted, *defined))):
+            return None  # the call does not convert its floats first
+        reference = _with_floats(converted, args, kwargs)
+        return (*reference, _run(op, reference))
+    except Exception:  # eager refuses a converted call: nothing defined to compare with
+        return None
+
+
 def check_call(
     op, args, kwargs, expected, kernels: Callable[[str], Kernel] = get_kernel, support: bool = False
 ) -> CheckResult:
-    """Run the kernel for one recorded ATen call and compare with eager's ``expected`` result.
+    """Run the kernel for one recorded ATen call and compare with eager's ``expected`` result
+    (`defined_expectation`'s where C leaves eager's values undefined).
 
     ``kernels`` maps an operator name to a `Kernel` (the portable registry by default;
     `torchedge.kernels.aten_mode.get_aten_kernel` checks the harness itself). A ``support``
@@ -177,12 +269,20 @@ def check_call(
         values, outs, wants = kernel_arguments(op, args, kwargs, expected)
     except Unsupported as e:
         return CheckResult(Status.UNSUPPORTED, name, call, str(e))
+    listed = outs is not None
     try:
         returned = kernel.fn(*values)
     except Exception as e:  # any exception is a failure: eager computed this call
         return CheckResult(Status.RAISED, name, call, f"{type(e).__name__}: {e}")
     if outs is None or returned is not None:  # a value, or data-dependent outputs the kernel allocated
         outs = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+    reference = defined_expectation(op, args, kwargs, expected)
+    if reference is None:
+        problem = layout_problem(outs, wants)
+        detail = problem or "float-to-integer conversions C leaves undefined: dtypes and shapes compared only"
+        return CheckResult(Status.MISMATCH if problem else Status.PASS, name, call, detail)
+    args, kwargs, expected = reference
+    wants = _outputs(expected, listed)
     if not support:
         problem, max_error = compare_outputs(op, args, kwargs, outs, wants)
         return CheckResult(Status.MISMATCH if problem else Status.PASS, name, call, problem, max_error)

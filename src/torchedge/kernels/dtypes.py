@@ -1,5 +1,9 @@
 """PyTorch's dtype rules for the NumPy kernels: categories, promotion, ``result_type``.
 
+Conversions follow PyTorch too, but where C leaves them undefined: `convert` gives a float
+converted to an integer one answer on every machine (truncated toward zero, wrapped modulo
+2**bits; NaN and infinities 0), where eager's and NumPy's casts differ by CPU and version.
+
 NumPy and PyTorch disagree on promotion (``int16 + float16`` is ``float32`` in NumPy and
 ``float16`` in PyTorch; a Python float keeps a float16 tensor float16 in both, but turns an
 int tensor into float64 in NumPy and into float32 in PyTorch). Kernels therefore never let
@@ -32,6 +36,8 @@ __all__ = [
     "accumulate_dtype",
     "can_cast",
     "dtype_from_code",
+    "convert",
+    "conversion_undefined",
 ]
 
 BOOL = np.dtype(np.bool_)
@@ -164,3 +170,46 @@ def dtype_from_code(code, default=None) -> np.dtype:
     if code is None:
         return default
     return numpy_dtype(code)
+
+
+_TWO_64 = 2.0**64
+
+
+def conversion_undefined(values, dtype) -> np.ndarray:
+    """Where C leaves converting ``values`` (floating point or complex: their real part) to the
+    integer ``dtype`` undefined: NaN, infinities and values whose truncation is out of its range."""
+    info = np.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        truncated = np.trunc(np.real(np.asarray(values)).astype(np.float64))
+        return ~((truncated >= info.min) & (truncated <= info.max))  # NaN compares false
+
+
+def _wrapped(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Float64 ``values`` truncated toward zero, NaN and infinities as 0, wrapped into ``dtype``
+    modulo 2**bits, computed only with operations C defines on every value they see."""
+    truncated = np.trunc(np.where(np.isfinite(values), values, 0.0))
+    low = np.fmod(truncated, _TWO_64)  # exact: in (-2**64, 2**64)
+    low = np.where(low >= 2.0**63, low - _TWO_64, np.where(low < -(2.0**63), low + _TWO_64, low))  # exact
+    bits = low.astype(np.int64).view(np.uint64)  # in int64's range: defined
+    return bits.astype(np.dtype(f"u{dtype.itemsize}")).view(dtype)  # unsigned narrowing keeps the low bits
+
+
+def convert(values, dtype) -> np.ndarray:
+    """``values`` (an array or a number) as an array of ``dtype``, cast as PyTorch casts.
+
+    Floating point (complex: the real part) to an integer dtype truncates toward zero and
+    wraps modulo 2**bits, as a conversion through int64 does (-1.0 -> 255 in uint8, 300.0 ->
+    44, 255.9 -> 255); values beyond int64 wrap the same way, exactly, and NaN and infinities
+    give 0. C leaves these conversions undefined out of range, and eager's and NumPy's answers
+    differ by CPU and version: every kernel converts floats to integers here. Other
+    conversions are NumPy's ``astype`` (``values`` itself when it already has ``dtype``).
+    """
+    array, dtype = np.asarray(values), np.dtype(dtype)
+    if array.dtype == dtype:
+        return array
+    if category(dtype) != _INTEGRAL or category(array.dtype) < _FLOATING:
+        return array.astype(dtype)
+    wide = np.real(array).astype(np.float64)  # exact from every float dtype
+    if not conversion_undefined(wide, dtype).any():
+        return np.trunc(wide).astype(dtype)  # integers in range: C defines the cast
+    return _wrapped(wide, dtype)

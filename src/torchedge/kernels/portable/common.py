@@ -10,6 +10,7 @@ from typing import NoReturn
 import numpy as np
 
 from torchedge.errors import KernelError
+from torchedge.kernels.dtypes import convert
 
 __all__ = [
     "check",
@@ -75,10 +76,21 @@ def row_sums(matrix: np.ndarray) -> np.ndarray:
     return np.matmul(matrix, _ones_column(matrix.shape[-1], matrix.dtype))
 
 
+def _integer_source(value, dtype: np.dtype):
+    """``value`` ready to copy into an integer array of ``dtype``: floating point and complex
+    values convert by `convert`, Python ints wrap like C++ (not OverflowError)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value if value.dtype.kind in "biu" else convert(value, dtype)
+    if type(value) is int and -(1 << 63) <= value < (1 << 63):
+        return np.int64(value).astype(dtype)
+    return convert(value, dtype) if isinstance(value, (float, complex)) else value
+
+
 def write(out: np.ndarray, value) -> None:
-    """Copy ``value`` (broadcast, cast like a C++ static_cast) into ``out`` in place."""
-    if type(value) is int and out.dtype.kind in "iu" and -(1 << 63) <= value < (1 << 63):
-        value = np.int64(value).astype(out.dtype)  # wrap out-of-range ints like C++, not OverflowError
+    """Copy ``value`` (broadcast, cast like a C++ static_cast, floats to integers by
+    `convert`) into ``out`` in place."""
+    if out.dtype.kind in "iu":
+        value = _integer_source(value, out.dtype)
     try:
         np.copyto(out, value, casting="unsafe")
     except ValueError:  # a program whose out tensor has another shape than the result (a corrupt file)
@@ -142,8 +154,8 @@ def quiet_run():
 
 
 def as_scalar(value, dtype):
-    """A Python number as a 0-dim array of ``dtype``, wrapping like a C++ cast."""
-    return np.asarray(value).astype(dtype)
+    """A Python number as a 0-dim array of ``dtype``, wrapping like a C++ cast (`convert`)."""
+    return convert(np.asarray(value), dtype)
 
 
 def pair(values, n: int, name: str, op: str) -> tuple:

@@ -114,7 +114,7 @@ def clamp(self, min, max, out):
     check(dtype != BOOL or one_tensor_bound, op, "is not implemented for bool, except with a single tensor bound")
     check(can_cast(dtype, out.dtype), op, f"result type {dtype} can't be cast to the desired output type {out.dtype}")
     buf = work_buffer(out, dtype, self, min, max)
-    source = self
+    source = operand(self, dtype)  # not NumPy's mixed-dtype loop search: ml_dtypes versions differ
     with quiet():
         if min is not None:
             np.maximum(source, operand(min, dtype), out=buf, dtype=dtype, casting="unsafe")

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, result_type
+from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, convert, result_type
 from torchedge.kernels.portable import windows
 from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.convolution_columns import (
@@ -256,13 +256,11 @@ def _rows_pay(length: int, positions: int, outputs_per_group: int) -> bool:
 
 def _bias(bias, dtype, acc):
     """``bias`` as ATen adds it to an integer convolution: a floating (or complex) bias is
-    first cast to the output ``dtype`` (its real part truncated, via int64 for uint8 and int64
-    as in c10's casts, else via int32), so only integers are added. Other biases are
-    returned unchanged."""
+    first converted to the output ``dtype`` (`convert`: its real part truncated), so only
+    integers are added. Other biases are returned unchanged."""
     if bias is None or category(acc) >= 2 or category(bias.dtype) < 2:
         return bias
-    via = np.int64 if dtype in (np.int64, np.uint8) else np.int32
-    return np.real(bias).astype(via).astype(acc)
+    return convert(bias, dtype).astype(acc)
 
 
 def _pointwise(weight, groups: int, x, bias, out, acc) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, float_result_type, result_type
+from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, convert, float_result_type, result_type
 from torchedge.kernels.portable.common import as_scalar, fail, quiet, write
 
 __all__ = [
@@ -75,7 +75,7 @@ def store(out: np.ndarray, buffer: np.ndarray, dtype) -> None:
         return
     with quiet():  # overflow to inf is the IEEE result
         if buffer.dtype != dtype and out.dtype != dtype:
-            buffer = buffer.astype(dtype)
+            buffer = convert(buffer, dtype)
         write(out, buffer)
 
 

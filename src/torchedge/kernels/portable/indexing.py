@@ -7,7 +7,7 @@ import numpy as np
 
 from torchedge.kernels.allocator import allocate_output
 from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype
-from torchedge.kernels.portable.common import check, fail, quiet, wrap_dim, write
+from torchedge.kernels.portable.common import as_scalar, check, fail, quiet, wrap_dim, write
 from torchedge.kernels.portable.shape_rules import broadcast_inputs, broadcast_shapes, replaced, same_as
 from torchedge.kernels.registry import register_kernel
 
@@ -369,7 +369,7 @@ def masked_select(self, mask, out):
 @register_kernel("aten::masked_fill.Scalar_out", shape=broadcast_inputs)
 def masked_fill(self, mask, value, out):
     write(out, self)
-    np.copyto(out, value, casting="unsafe", where=mask.astype(BOOL, copy=False))
+    np.copyto(out, as_scalar(value, out.dtype), where=mask.astype(BOOL, copy=False))
 
 
 @register_kernel("aten::tril.out", shape=same_as())

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import BOOL, INT64, accumulate_dtype, category, dtype_from_code, is_floating
+from torchedge.kernels.dtypes import (
+    BOOL,
+    INT64,
+    accumulate_dtype,
+    category,
+    convert,
+    dtype_from_code,
+    is_floating,
+    is_integral,
+)
 from torchedge.kernels.portable.common import check, fail, finish, quiet, scratch, wrap_dim, wrap_dims, write
 from torchedge.kernels.portable.shape_rules import broadcast_shapes, reduced, same_as
 from torchedge.kernels.registry import register_kernel
@@ -39,6 +48,12 @@ def _sum_dtype(self: np.ndarray, dtype_code) -> np.dtype:
     return dtype_from_code(dtype_code, INT64 if category(self.dtype) < 2 else self.dtype)
 
 
+def _in_integers(self: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """``self`` for a reduction accumulating in the integer dtype ``acc``: a float input
+    converted first (by `convert`), as ATen converts it, not by NumPy's casts inside the ufunc."""
+    return convert(self, acc) if is_integral(acc) and category(self.dtype) >= 2 else self
+
+
 def _reduce_into(reduce, self, axes, keepdim, buffer_dtype, out, **kwargs) -> None:
     buf = scratch(out, buffer_dtype)
     with quiet():
@@ -68,7 +83,7 @@ _VALUES_AND_INDICES = _reduced_shape(0, 1, outs=2)
 def sum_dim(self, dim, keepdim, dtype, out):
     axes = wrap_dims(dim, self.ndim, "aten::sum.IntList_out")
     acc = accumulate_dtype(_sum_dtype(self, dtype))
-    _reduce_into(np.sum, self, axes, keepdim, acc, out, dtype=acc)
+    _reduce_into(np.sum, _in_integers(self, acc), axes, keepdim, acc, out, dtype=acc)
 
 
 def _mean(op, self, axes, keepdim, dtype_code, out):
@@ -175,13 +190,13 @@ def cumsum(self, dim, dtype, out):
         acc = np.float64  # ATen's CPU cumsum accumulates floating types in double
     buf = scratch(out, acc)
     with quiet():
-        np.cumsum(self, axis=axis, dtype=acc, out=buf)
+        np.cumsum(_in_integers(self, acc), axis=axis, dtype=acc, out=buf)
     finish(out, buf)
 
 
 def _prod(op, self, axes, keepdim, dtype, out):
     acc = accumulate_dtype(_sum_dtype(self, dtype))  # integers wrap around in int64, as in ATen
-    _reduce_into(np.prod, self, axes, keepdim, acc, out, dtype=acc)
+    _reduce_into(np.prod, _in_integers(self, acc), axes, keepdim, acc, out, dtype=acc)
 
 
 @register_kernel("aten::prod.out", shape=_TO_0_DIM)

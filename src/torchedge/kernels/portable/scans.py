@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.dtypes import BOOL, INT64, category, dtype_from_code
+from torchedge.kernels.dtypes import BOOL, INT64, category, convert, dtype_from_code
 from torchedge.kernels.portable.common import check, finish, quiet, scratch, wrap_dim, write
 from torchedge.kernels.portable.shape_rules import same_as
 from torchedge.kernels.registry import register_kernel
@@ -31,12 +31,12 @@ def cumprod(self, dim, dtype, out):
     axis = wrap_dim(dim, self.ndim, op)
     result = dtype_from_code(dtype, INT64 if category(self.dtype) < 2 else self.dtype)
     if self.ndim == 0:
-        write(out, self.astype(result))
+        write(out, convert(self, result))
         return
     acc = _scan_accumulator(result)
     buf = scratch(out, acc)
     with quiet():
-        np.cumprod(self.astype(result, copy=False), axis=axis, dtype=acc, out=buf)
+        np.cumprod(convert(self, result), axis=axis, dtype=acc, out=buf)
         if buf is not out and result != out.dtype:
             buf = buf.astype(result)
     finish(out, buf)
