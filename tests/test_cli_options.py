@@ -396,3 +396,18 @@ def test_missing_tokenizers_is_not_a_bad_file(mlp_pte, tmp_path, capsys, monkeyp
     line = fails(capsys, ["generate", mlp_pte, "--tokenizer", str(tokenizer), "--prompt", "hi"])
     assert "needs the 'tokenizers' package, which is not installed: pip install 'torchedge[generation]'" in line
     assert "is not a tokenizer.json" not in line
+
+
+def test_export_shows_no_third_party_notices(tmp_path):
+    """torch's deprecation notices and torchao's library loading lines stay off the command line."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "torchedge.cli", "export", "mlp", "-o", str(tmp_path / "m.pte")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    noise = [line for line in done.stderr.splitlines() if not line.startswith("[torchedge]")]
+    assert noise == []

@@ -7,8 +7,11 @@ status 2 (a usage error too); ``--debug`` shows the full traceback instead.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
+import warnings
 
 from torchedge.cli.eager import first_line
 from torchedge.cli.parser import USAGE_ERROR, build_parser
@@ -31,9 +34,16 @@ _EXTRAS = {
 }
 
 
-# A backend whose runtime needs a package -> (what it needs, the extra of torchedge that installs it).
+_NOISY_LOGGERS = ("torch", "torch.utils._pytree", "torch._dynamo", "torch.export", "torchao", "transformers")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    with contextlib.nullcontext() if args.debug else _quiet_libraries():
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         status = args.fn(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
@@ -51,6 +61,24 @@ def main(argv=None) -> int:
         message, status = _explain(e)
         print(f"torchedge {args.command}: error: {message}", file=sys.stderr)
         return status
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """Keep the libraries' own notices (torchao loading optional kernels, torch's deprecations and
+    tracing remarks, transformers' advice) off the command line; ``--debug`` shows them."""
+    # torch sets its own "torch" logger's level when imported: the noisy children get theirs here.
+    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"(torch|torchao|transformers|executorch)(\.|$)")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
 
 
 def _broken_pipe() -> int:

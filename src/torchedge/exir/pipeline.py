@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -84,11 +86,21 @@ class Stage:
     verifier: Callable[[torch.fx.GraphModule], None] | None = None
 
 
+@contextmanager
+def quiet_torch_internals():
+    """Silence torch's notices about its own internals (``LeafSpec``'s deprecation, raised by the
+    deep copies inside its decompositions): nothing a user of torchedge can act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*\bLeafSpec\b", category=FutureWarning)
+        yield
+
+
 def run_stages(stages, state: MethodState, verify: bool = True) -> MethodState:
     """Run ``stages`` in order on ``state``; verify after each one that declares a verifier."""
     for stage in stages:
         start, before = time.perf_counter(), len(state.graph.graph.nodes)
-        stage.run(state)
+        with quiet_torch_internals():
+            stage.run(state)
         logger.debug(
             "method %s: %s (%.1f ms, %d -> %d nodes)",
             state.method,

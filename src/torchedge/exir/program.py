@@ -12,12 +12,11 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import torch
 from torch.export import ExportedProgram
 
-from torchedge.devtools.etrecord import ETRecord
 from torchedge.errors import ExportError, InternalError
 from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
@@ -39,6 +38,9 @@ from torchedge.exir.verification import verify_edge
 from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
 from torchedge.serialize.ptd import TensorLayout, write_ptd
+
+if TYPE_CHECKING:  # imported when an ETRecord is asked for: its serializer loads torch._dynamo (~0.7 s)
+    from torchedge.devtools.etrecord import ETRecord
 
 __all__ = [
     "to_edge",
@@ -80,6 +82,8 @@ def to_edge(
     methods = _edge_methods(exported, config)
     edge = EdgeProgramManager(methods, constant_methods or {}, config)
     if recorded is not None:
+        from torchedge.devtools.etrecord import ETRecord
+
         edge._etrecord = ETRecord()
         edge._etrecord.add_exported_program(recorded)
         edge._etrecord.add_edge_dialect_program(copy.deepcopy(edge))

@@ -89,30 +89,36 @@ NUMPY_NAMES: dict[ScalarType, str] = {code: row[1] for code, row in _TABLE.items
 SHORT_NAMES: dict[ScalarType, str] = {code: row[2] for code, row in _TABLE.items() if row[2] is not None}
 
 
-def _resolve(name: str) -> np.dtype | None:
-    if name != "bfloat16":
-        return np.dtype(name)
+def _bfloat16() -> np.dtype | None:
+    """ml_dtypes' bfloat16, imported on first use (importing ml_dtypes costs about half a second);
+    None without ml_dtypes (bfloat16 programs then fail with a clear message at load)."""
     try:
         import ml_dtypes
-    except ImportError:  # bfloat16 programs then fail with a clear message at load
+    except ImportError:
         return None
     return np.dtype(ml_dtypes.bfloat16)
 
 
 _NUMPY: dict[ScalarType, np.dtype] = {
-    code: dtype for code, name in NUMPY_NAMES.items() if (dtype := _resolve(name)) is not None
+    code: np.dtype(name) for code, name in NUMPY_NAMES.items() if code != ScalarType.BFLOAT16
 }
 _FROM_NUMPY = {dtype: code for code, dtype in _NUMPY.items() if code not in STORAGE_ONLY}
 
 
 def numpy_dtype(code: int) -> np.dtype:
     """NumPy dtype of a ScalarType code; `KeyError`/`ValueError` if it has none."""
-    return _NUMPY[ScalarType(code)]
+    code = ScalarType(code)
+    if code == ScalarType.BFLOAT16 and code not in _NUMPY and (bfloat16 := _bfloat16()) is not None:
+        _NUMPY[code] = bfloat16
+    return _NUMPY[code]
 
 
 def scalar_type_of(dtype) -> ScalarType:
     """ScalarType of a NumPy dtype."""
-    return _FROM_NUMPY[np.dtype(dtype)]
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":  # an ml_dtypes dtype exists only once ml_dtypes is imported
+        return ScalarType.BFLOAT16
+    return _FROM_NUMPY[dtype]
 
 
 def element_size(code: int) -> int:

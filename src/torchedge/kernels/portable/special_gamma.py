@@ -271,6 +271,6 @@ def special_zeta(self, other, out):
     if not isinstance(self, np.ndarray) and not isinstance(other, np.ndarray):
         fail(op, "expects at least one tensor argument")
     dtype = compute_dtype(FLOAT, self, other)
-    if dtype in HALVES:
+    if dtype.name in HALVES:
         fail(op, f"is not implemented for dtype {dtype}")
     binary(op, _zeta_compute, FLOAT, self, other, out, opmath=True)
