@@ -1,4 +1,7 @@
-"""`torchedge profile` and `torchedge debug`: where a run's time goes, and which operator goes wrong."""
+"""`torchedge profile` and `torchedge debug`: where a run's time goes, and which operator goes wrong.
+
+`profile` needs NumPy only (a device-side job); `debug` compares with eager, so it needs torch.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +17,18 @@ def _traced_method(args, debug_buffer_size: int = 0):
     return program, program.load_method(args.method, num_threads=getattr(args, "threads", None))
 
 
-def _inspector(program, etrecord=None):
-    from torchedge.devtools.inspector import Inspector
+def _inspector(program, method_name: str, etrecord=None):
+    """An `Inspector` of the program's traced runs, its delegate calls named after their backends."""
+    from torchedge.devtools.inspector import Inspector, delegate_backends
     from torchedge.serialize.etdump import serialize_etdump
 
     tracer = program.event_tracer
+    plan = next(p for p in program.pte.program.execution_plan if p.name == method_name)
     return Inspector(
-        etdump_data=serialize_etdump(tracer.etdump()), debug_buffer_data=tracer.debug_buffer, etrecord=etrecord
+        etdump_data=serialize_etdump(tracer.etdump()),
+        debug_buffer_data=tracer.debug_buffer,
+        etrecord=etrecord,
+        delegate_backends=delegate_backends(plan),
     )
 
 
@@ -37,7 +45,7 @@ def cmd_profile(args) -> int:
         program.write_etdump_result_to_file(args.etdump)
     if args.trace:
         write_chrome_trace(tracer.etdump(), args.trace)
-    inspector = _inspector(program)
+    inspector = _inspector(program, args.method)
     runs = [e for b in inspector.event_blocks if b.name == "Execute" for e in b.events if e.name == "Method::execute"]
     times = [t for e in runs for t in e.perf_data.raw][1:]
     p50 = sorted(times)[len(times) // 2] if times else 0.0
@@ -62,6 +70,16 @@ def _print_stats(title: str, stats, run_total: float) -> None:
         print(f"{s.operator:<{width}}  {s.calls:>6}  {s.total:>9.3f}  {share:>7.1f}%  {s.p50:>8.4f}  {s.p90:>8.4f}")
 
 
+def _print_gaps(rows, distance: str) -> None:
+    """One line per logged operator: its gap to eager, the module it ran in and the user's line."""
+    width = max([len("operator")] + [len(", ".join(r.aot_ops)) for r in rows])
+    module_width = max([len("module")] + [len(r.module or "") for r in rows])
+    print(f"{'instr':>5}  {'operator':<{width}}  {distance:>12}  {'module':<{module_width}}  source")
+    for r in rows:
+        operator, module = ", ".join(r.aot_ops), r.module or ""
+        print(f"{r.instruction_id:>5}  {operator:<{width}}  {r.gap:>12.4e}  {module:<{module_width}}  {r.source or ''}")
+
+
 def cmd_debug(args) -> int:
     """Run a .pte logging every intermediate output; compare them with eager through an ETRecord."""
     from torchedge.devtools.etrecord import parse_etrecord
@@ -78,12 +96,8 @@ def cmd_debug(args) -> int:
     dropped = program.event_tracer.dropped_values
     if dropped:
         stage(f"{dropped} values did not fit the debug buffer: raise --debug-buffer-size")
-    inspector = _inspector(program, etrecord)
-    rows = inspector.numeric_gap_rows(args.distance, args.method, inputs)
-    width = max([len("operator")] + [len(", ".join(r.aot_ops)) for r in rows])
-    print(f"{'instr':>5}  {'operator':<{width}}  {args.distance.upper():>12}  source")
-    for r in rows:
-        print(f"{r.instruction_id:>5}  {', '.join(r.aot_ops):<{width}}  {r.gap:>12.4e}  {r.source or ''}")
+    inspector = _inspector(program, args.method, etrecord)
+    _print_gaps(inspector.numeric_gap_rows(args.distance, args.method, inputs), args.distance.upper())
     divergence = inspector.first_divergence(args.method, inputs)
     if divergence is None:
         print("first divergence: none (every logged operator agrees with eager on its inputs)")

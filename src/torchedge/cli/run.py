@@ -15,7 +15,7 @@ from torchedge.cli.eager import eager_side, torch_threads
 from torchedge.cli.inputs import load_inputs
 from torchedge.cli.loading import check_program_path, load_program
 from torchedge.cli.output import describe, latency, save_outputs, summary, threads_text
-from torchedge.devtools.timing import Timing, time_calls
+from torchedge.devtools.timing import PeakRss, Timing, current_rss, time_calls
 
 __all__ = ["cmd_run", "cmd_bench"]
 
@@ -84,15 +84,11 @@ def _verify_bundled_program(args) -> int:
 
 def cmd_bench(args) -> int:
     """Time a .pte on the NumPy runtime (and a built-in model in PyTorch eager beside it)."""
+    rss_before_load = current_rss()
     method = _method(args)
     inputs = load_inputs(args, method.meta)
-    sides = {"torchedge": lambda: method.execute(inputs)}
-    with torch_threads(args.threads) if args.model else contextlib.nullcontext():
-        if args.model:
-            sides["eager"] = eager_side(args.model, inputs)  # runs it once: a model that does not fit fails here
-        timings = time_calls(sides, args.repeat, args.warmup) if args.repeat else {}
-    if not args.repeat:
-        method.execute(inputs)  # once, untimed: the memory it takes
+    rss_loaded = current_rss()
+    timings, rss = _timed_runs(args, method, inputs)
     memory = method.memory  # after the runs: the runtime allocations of the last one
     report = {
         "pte": args.pte,
@@ -108,9 +104,28 @@ def cmd_bench(args) -> int:
             "runtime": memory.runtime_bytes,
             "peak": memory.planned_bytes + memory.runtime_bytes,
         },
+        "process_rss": {
+            "peak_bytes": rss.peak,
+            "peak_of": "runs" if rss.scope == "block" else "process lifetime",
+            "before_load_bytes": rss_before_load,
+            "loaded_bytes": rss_loaded,
+        },
     }
     print(json.dumps(report, indent=2) if args.json else _bench_text(report, timings))
     return 0
+
+
+def _timed_runs(args, method, inputs) -> tuple[dict[str, Timing], PeakRss]:
+    """The timings of the runs (none with ``--repeat 0``: one untimed run) and the process's peak
+    memory during them (eager's model and runs included when it runs beside)."""
+    sides = {"torchedge": lambda: method.execute(inputs)}
+    with torch_threads(args.threads) if args.model else contextlib.nullcontext(), PeakRss() as rss:
+        if args.model:
+            sides["eager"] = eager_side(args.model, inputs)  # runs it once: a model that does not fit fails here
+        timings = time_calls(sides, args.repeat, args.warmup) if args.repeat else {}
+        if not args.repeat:
+            method.execute(inputs)  # once, untimed: the memory it takes
+    return timings, rss
 
 
 def _bench_text(report: dict, timings: dict[str, Timing]) -> str:
@@ -124,8 +139,31 @@ def _bench_text(report: dict, timings: dict[str, Timing]) -> str:
     lines += [f"{names[side]:<{width}}  {latency(t)}" for side, t in timings.items()]
     if not timings:
         lines.append("latency: not timed (--repeat 0: one untimed run)")
+    lines.append(_process_memory_text(report))
     lines.append(
-        f"peak memory: {memory['peak']:,} B = {memory['planned']:,} B planned arenas + "
-        f"{memory['runtime']:,} B runtime allocations (constants stay in the mapped .pte)"
+        f"torchedge's own: {memory['peak']:,} B = {memory['planned']:,} B planned arenas + "
+        f"{memory['runtime']:,} B runtime allocations (constants stay in the mapped .pte; "
+        "delegates' memory counts in the process figure only)"
     )
     return "\n".join(lines)
+
+
+def _process_memory_text(report: dict) -> str:
+    """The process's peak RSS during the runs, split into what it held before loading the .pte and
+    what loading and running it added; where the operating system cannot tell the runs' own
+    peak, the process's since it started."""
+    rss = report["process_rss"]
+    peak, before, loaded = rss["peak_bytes"], rss["before_load_bytes"], rss["loaded_bytes"]
+    if peak is None:
+        return "peak memory (process): not measurable on this system"
+    if rss["peak_of"] != "runs" or before is None or loaded is None:
+        return f"peak memory (process RSS since it started): {_mb(peak)}"
+    eager = " (and eager beside it)" if report["model"] else ""
+    return (
+        f"peak memory (process RSS during the runs): {_mb(peak)}: {_mb(before)} before loading the .pte, "
+        f"{_mb(loaded - before, sign=True)} loading it, {_mb(peak - loaded, sign=True)} running it{eager}"
+    )
+
+
+def _mb(nbytes: int, sign: bool = False) -> str:
+    return f"{nbytes / 1e6:{'+' if sign else ''},.1f} MB"

@@ -79,6 +79,18 @@ class Event:
         """``addmm.out`` for a kernel call's event, None for spans and delegate calls."""
         return self.name.removeprefix(_OPERATOR_PREFIX) if self.name.startswith(_OPERATOR_PREFIX) else None
 
+    @property
+    def label(self) -> str:
+        """The event's row in tables: its name, with the delegate it belongs to for a delegate call
+        (``DELEGATE_CALL XnnpackBackend (instruction 3)``) or a delegate's own event
+        (``Gemm_0 (OnnxRuntimeBackend, instruction 3)``), so that each delegate has rows of its own."""
+        if not self.is_delegated_op or self.instruction_id is None:
+            return self.name
+        backend = self.delegate_backend_name
+        if self.delegate_debug_identifier is None:  # the call itself
+            return " ".join(filter(None, [self.name, backend, f"(instruction {self.instruction_id})"]))
+        return f"{self.name} ({backend + ', ' if backend else ''}instruction {self.instruction_id})"
+
 
 @dataclass
 class EventBlock:

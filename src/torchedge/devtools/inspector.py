@@ -5,6 +5,9 @@ It reads ETDumps written by torchedge's runtime or by ExecuTorch's, groups their
 line when given an ETRecord, and compares the logged intermediate outputs with eager
 (`calculate_numeric_gap`, `first_divergence`: see `torchedge.devtools.numeric_gap`).
 
+Reading an ETDump needs NumPy only, as profiling a `.pte` on a device does: torch is imported
+by what needs it, an ETRecord and the comparisons with eager.
+
 >>> from torchedge.devtools.event_blocks import PerfData
 >>> PerfData([1.0, 2.0, 3.0]).p50
 2.0
@@ -15,18 +18,22 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from torchedge.devtools.event_blocks import TIME_SCALES, Event, EventBlock, event_blocks
-from torchedge.devtools.numeric_gap import Divergence, GapRow, Reference, first_divergence, numeric_gaps
 from torchedge.errors import InputError
-from torchedge.exir.source import user_frame
 from torchedge.schema import etdump as ed
+from torchedge.schema.program import DelegateCall
 from torchedge.serialize.etdump import deserialize_etdump
 
-__all__ = ["Inspector", "OperatorStats", "representative_inputs"]
+if TYPE_CHECKING:
+    from torchedge.devtools.numeric_gap import Divergence, GapRow, Reference
+
+__all__ = ["Inspector", "OperatorStats", "delegate_backends", "representative_inputs"]
 
 _COLUMNS = ["event_block_name", "event_name", "p10", "p50", "p90", "avg", "min", "max", "source"]
 
@@ -50,7 +57,9 @@ def _unit(scale) -> str:
 class Inspector:
     """``etdump_path`` or ``etdump_data``: the dump; ``debug_buffer_path``: the tensors it logged;
     ``etrecord``: an `ETRecord` or its path, for source lines and eager comparisons; times are
-    read in ``source_time_scale`` and shown in ``target_time_scale`` (ns, us, ms or s)."""
+    read in ``source_time_scale`` and shown in ``target_time_scale`` (ns, us, ms or s).
+    ``delegate_backends``: instruction id -> backend of each delegate call (`delegate_backends`
+    reads it from the program), naming the delegates of a dump read without an ETRecord."""
 
     def __init__(
         self,
@@ -62,6 +71,7 @@ class Inspector:
         *,
         etdump_data: bytes | None = None,
         debug_buffer_data: bytes | None = None,
+        delegate_backends: Mapping[int, str] | None = None,
     ):
         if (etdump_path is None) == (etdump_data is None):
             raise InputError("give the Inspector one ETDump: etdump_path or etdump_data")
@@ -84,20 +94,26 @@ class Inspector:
         self._etrecord = _load_etrecord(etrecord)
         if self._etrecord is not None:
             self._annotate()
+            delegate_backends = delegate_backends or _recorded_backends(self._etrecord)
+        self._name_delegates(delegate_backends or {})
 
     # -- sources -------------------------------------------------------------------
 
     def _reference(self, method_name: str, inputs=None) -> Reference:
+        from torchedge.devtools.numeric_gap import reference_of
+
         if self._etrecord is None:
             raise InputError("comparing with eager needs an ETRecord: pass etrecord= to the Inspector")
-        reference = _reference_of(self._etrecord, method_name, need_inputs=inputs is None)
+        reference = reference_of(self._etrecord, method_name, need_inputs=inputs is None)
         if inputs is not None:
             reference.inputs = tuple(inputs)
         return reference
 
     def _annotate(self, method_name: str = "forward") -> None:
+        from torchedge.devtools.numeric_gap import reference_of, user_source
+
         try:
-            reference = _reference_of(self._etrecord, method_name, need_inputs=False)
+            reference = reference_of(self._etrecord, method_name, need_inputs=False)
         except InputError:
             return
         nodes = {n.meta.get("debug_handle"): n for n in reference.program.graph.nodes if n.op == "call_function"}
@@ -109,8 +125,14 @@ class Inspector:
             event.debug_handles = (handle,)
             event.op_types = [str(node.target)]
             event.stack_traces = {node.name: node.meta.get("stack_trace") or ""}
-            event.source = user_frame(node)
+            event.source = user_source(node)
             event.module_hierarchy = [path for path, _ in (node.meta.get("nn_module_stack") or {}).values()]
+
+    def _name_delegates(self, backends: Mapping[int, str]) -> None:
+        """Give each delegate call, and each delegate's own events, its backend's name."""
+        for event in self._execute_events():
+            if event.is_delegated_op and event.instruction_id in backends:
+                event.delegate_backend_name = backends[event.instruction_id]
 
     def _execute_events(self) -> list[Event]:
         return [e for b in self.event_blocks if b.name == "Execute" for e in b.events if e.instruction_id is not None]
@@ -147,17 +169,22 @@ class Inspector:
 
     def numeric_gap_rows(self, distance: str = "MSE", method_name: str = "forward", inputs=None) -> list[GapRow]:
         """`calculate_numeric_gap` as a list of `GapRow`."""
+        from torchedge.devtools.numeric_gap import numeric_gaps
+
         return numeric_gaps(self._reference(method_name, inputs), self._runtime_outputs(), distance)
 
     def first_divergence(self, method_name: str = "forward", inputs=None) -> Divergence | None:
         """The first instruction whose kernel disagrees with eager on the same inputs (None: all agree)."""
+        from torchedge.devtools.numeric_gap import first_divergence
+
         return first_divergence(self._reference(method_name, inputs), self._runtime_outputs())
 
     # -- profiles --------------------------------------------------------------------
 
     def operator_stats(self, skip_runs: int = 0, inside_delegates: bool = False) -> list[OperatorStats]:
-        """Per operator (and delegate call), over every call in every run but the first ``skip_runs``
-        (warm-up), slowest total first; ``inside_delegates``: the delegates' own events instead."""
+        """Per operator (and per delegate call: each delegate is a row), over every call in every run
+        but the first ``skip_runs`` (warm-up), slowest total first; ``inside_delegates``: the
+        delegates' own events instead."""
         times: dict[str, list[float]] = {}
         first = 0  # the index of the block's first run among all runs
         for block in (b for b in self.event_blocks if b.name == "Execute"):
@@ -165,7 +192,7 @@ class Inspector:
             for event in block.events:
                 internal = event.delegate_debug_identifier is not None
                 if event.instruction_id is not None and event.perf_data is not None and internal == inside_delegates:
-                    times.setdefault(event.operator or event.name, []).extend(event.perf_data.raw[keep:])
+                    times.setdefault(event.operator or event.label, []).extend(event.perf_data.raw[keep:])
             first += block.runs
         stats = [
             OperatorStats(name, len(t), sum(t), *(float(np.percentile(t, q)) for q in (10, 50, 90)))
@@ -180,7 +207,7 @@ class Inspector:
             for event in block.events:
                 perf = event.perf_data
                 timings = [perf.p10, perf.p50, perf.p90, perf.avg, perf.min, perf.max] if perf else [None] * 6
-                rows.append([block.name, event.name, *timings, event.source or ""])
+                rows.append([block.name, event.label, *timings, event.source or ""])
         return rows
 
     def _columns(self, include_units: bool) -> list[str]:
@@ -188,7 +215,8 @@ class Inspector:
         return [c + unit if c in ("p10", "p50", "p90", "avg", "min", "max") else c for c in _COLUMNS]
 
     def to_dataframe(self, include_units: bool = True):
-        """The events as a pandas DataFrame, one row per event of each block (needs pandas)."""
+        """The events as a pandas DataFrame, one row per event of each block (needs pandas); a
+        delegate's events are named with their backend and instruction (`Event.label`)."""
         try:
             import pandas as pd
         except ImportError:
@@ -238,27 +266,22 @@ def _load_etrecord(etrecord):
 
 def representative_inputs(etrecord, method_name: str = "forward") -> tuple:
     """The inputs an ETRecord recorded for a method (a typed error when it has none)."""
-    return _reference_of(etrecord, method_name).inputs
+    from torchedge.devtools.numeric_gap import reference_of
+
+    return reference_of(etrecord, method_name).inputs
 
 
-def _reference_of(etrecord, method_name: str, need_inputs: bool = True) -> Reference:
-    """The Edge program, instruction debug handles and representative inputs an ETRecord holds."""
-    programs = etrecord.edge_dialect_program
-    program = programs.get(method_name) if isinstance(programs, dict) else programs
-    by_instruction = (etrecord._debug_handle_map or {}).get(method_name)
-    if program is None or by_instruction is None:
-        raise InputError(f"the ETRecord has no Edge program and debug handles for method '{method_name}'")
-    # ExecuTorch's layout: instruction id (an int, or its string once saved) -> the node's handle,
-    # or the handles of a delegate's partition (a delegate call is no one node: left out).
-    handles: list = [None] * (1 + max((int(k) for k in by_instruction), default=-1))
-    for key, handle in by_instruction.items():
-        handles[int(key)] = handle if isinstance(handle, int) else None
-    inputs = etrecord._representative_inputs if need_inputs else ()
-    if need_inputs and not inputs:
-        raise InputError(
-            "the ETRecord holds no representative inputs: call etrecord.update_representative_inputs(...) "
-            "before saving it, or give the inputs of the run"
-        )
-    if need_inputs and method_name != "forward":
-        raise InputError(f"an ETRecord's representative inputs are forward's: give the inputs of '{method_name}'")
-    return Reference(program, handles, tuple(inputs or ()))
+def delegate_backends(plan) -> dict[int, str]:
+    """Instruction id -> backend id of each delegate call of a program's `ExecutionPlan`."""
+    instructions = plan.chains[0].instructions if plan.chains else []
+    return {
+        pc: plan.delegates[instruction.instr_args.delegate_index].id
+        for pc, instruction in enumerate(instructions)
+        if isinstance(instruction.instr_args, DelegateCall)
+    }
+
+
+def _recorded_backends(etrecord, method_name: str = "forward") -> dict[int, str]:
+    """Instruction id -> backend id of each delegate call, from an ETRecord's delegate map."""
+    calls = (getattr(etrecord, "_delegate_map", None) or {}).get(method_name) or {}
+    return {int(pc): delegate.get("name", "") for pc, delegate in calls.items()}

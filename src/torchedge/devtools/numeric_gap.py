@@ -11,25 +11,43 @@ Two questions, two comparisons:
 * `first_divergence`: the first instruction whose kernel is wrong. Its eager twin runs on
   the *runtime's own* inputs, so error carried in from earlier operators does not count, and
   the output must agree within the kernel tests' tolerances (`output_compare.TOLERANCES`).
+
+Each operator is named where the user wrote it: the innermost frame of its stack trace in the
+user's code (`user_source`, not a line of ``torch/nn/modules``) and the module it ran in
+(`module_path`, from ``nn_module_stack``).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import torch
 from torch.export.graph_signature import InputKind
 
+import torchedge
 from torchedge.devtools.output_compare import compare_outputs
 from torchedge.errors import InputError
 from torchedge.exir import dtypes
 from torchedge.exir.ir import constant_value
-from torchedge.exir.source import user_frame
+from torchedge.exir.source import frames, user_frame
 
-__all__ = ["Reference", "GapRow", "Divergence", "DISTANCES", "numeric_gaps", "first_divergence"]
+__all__ = [
+    "Reference",
+    "GapRow",
+    "Divergence",
+    "DISTANCES",
+    "numeric_gaps",
+    "first_divergence",
+    "reference_of",
+    "user_source",
+    "module_path",
+]
 
 
 def _as_float(a, b) -> tuple[np.ndarray, np.ndarray]:
@@ -79,6 +97,7 @@ class GapRow:
     runtime_intermediate_output: object
     gap: float
     source: str | None
+    module: str | None = None
 
 
 @dataclass
@@ -90,13 +109,45 @@ class Divergence:
     node: str
     source: str | None
     problem: str
+    module: str | None = None
 
     def __str__(self) -> str:
+        module = f" in module {self.module}" if self.module else ""
         where = f" at {self.source}" if self.source else ""
         return (
-            f"instruction {self.instruction_id} ({self.operator}, node '{self.node}'){where} "
+            f"instruction {self.instruction_id} ({self.operator}, node '{self.node}'){module}{where} "
             f"diverges from eager: {self.problem}"
         )
+
+
+@cache
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose frames are not the user's: torch, torchedge, the standard library."""
+    dirs = [os.path.dirname(torch.__file__), os.path.dirname(torchedge.__file__)]
+    dirs += [sysconfig.get_path(name) for name in ("stdlib", "platstdlib")]
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+def user_source(node: torch.fx.Node) -> str | None:
+    """``File "model.py", line 12, in forward``: the innermost frame of the node's stack trace in
+    the user's code (outside torch, torchedge and the standard library), else the innermost
+    frame of a real file (an operator of torchedge's own models)."""
+    library = _library_dirs()
+    for file, line, function, _ in reversed(frames(node)):
+        if not file.startswith("<") and not os.path.realpath(file).startswith(library):
+            return f'File "{file}", line {line}, in {function}'
+    return user_frame(node)
+
+
+def module_path(node: torch.fx.Node) -> str | None:
+    """``block.attn.act (ReLU)``: the innermost module the node ran in, as the model names it, and
+    its class; None for an operator of the model's own ``forward``."""
+    stack = [(path, kind) for path, kind in (node.meta.get("nn_module_stack") or {}).values() if path]
+    if not stack:
+        return None
+    path, kind = stack[-1]
+    name = kind.__qualname__ if isinstance(kind, type) else str(kind).rpartition(".")[2]
+    return f"{path} ({name})"
 
 
 def _lifted_arguments(program: torch.export.ExportedProgram, inputs: tuple) -> list:
@@ -184,7 +235,7 @@ def numeric_gaps(reference: Reference, runtime_outputs: dict[int, object], dista
         a, b = _flat(want), _flat(got)
         if a is None or b is None or a.shape != b.shape:
             continue
-        rows.append(GapRow(pc, [node.name], [node.name], want, got, metric(a, b), user_frame(node)))
+        rows.append(GapRow(pc, [node.name], [node.name], want, got, metric(a, b), user_source(node), module_path(node)))
     return rows
 
 
@@ -213,7 +264,7 @@ def first_divergence(reference: Reference, runtime_outputs: dict[int, object]) -
         outs = list(got) if isinstance(got, (tuple, list)) else [got]
         problem, _ = compare_outputs(node.target, args, kwargs, outs, wants)
         if problem:
-            return Divergence(pc, str(node.target), node.name, user_frame(node), problem)
+            return Divergence(pc, str(node.target), node.name, user_source(node), problem, module_path(node))
     return None
 
 
@@ -223,3 +274,26 @@ def _torch(value):
     if isinstance(value, list):
         return [_torch(v) for v in value]
     return value
+
+
+def reference_of(etrecord, method_name: str, need_inputs: bool = True) -> Reference:
+    """The Edge program, instruction debug handles and representative inputs an ETRecord holds."""
+    programs = etrecord.edge_dialect_program
+    program = programs.get(method_name) if isinstance(programs, dict) else programs
+    by_instruction = (etrecord._debug_handle_map or {}).get(method_name)
+    if program is None or by_instruction is None:
+        raise InputError(f"the ETRecord has no Edge program and debug handles for method '{method_name}'")
+    # ExecuTorch's layout: instruction id (an int, or its string once saved) -> the node's handle,
+    # or the handles of a delegate's partition (a delegate call is no one node: left out).
+    handles: list = [None] * (1 + max((int(k) for k in by_instruction), default=-1))
+    for key, handle in by_instruction.items():
+        handles[int(key)] = handle if isinstance(handle, int) else None
+    inputs = etrecord._representative_inputs if need_inputs else ()
+    if need_inputs and not inputs:
+        raise InputError(
+            "the ETRecord holds no representative inputs: call etrecord.update_representative_inputs(...) "
+            "before saving it, or give the inputs of the run"
+        )
+    if need_inputs and method_name != "forward":
+        raise InputError(f"an ETRecord's representative inputs are forward's: give the inputs of '{method_name}'")
+    return Reference(program, handles, tuple(inputs or ()))

@@ -11,6 +11,7 @@ of the method holding it ensures; each loaded method opens a session (and intra-
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import platform
@@ -134,7 +135,9 @@ class OnnxRuntimeDelegate(BackendInterface):
         profiling = RUNTIME_PROFILING in compile_specs
         if profiling:
             options.enable_profiling = True
-            options.profile_file_prefix = os.path.join(tempfile.gettempdir(), f"torchedge_ort_{os.getpid()}")
+            # ONNX Runtime adds only a millisecond time stamp: sessions made in the same millisecond need their own
+            session_name = f"torchedge_ort_{os.getpid()}_{next(_PROFILED_SESSIONS)}"
+            options.profile_file_prefix = os.path.join(tempfile.gettempdir(), session_name)
         try:
             session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
             return _Session(
@@ -285,5 +288,7 @@ def _onnx_graph(model: memoryview) -> _OnnxGraph:
                 graph.outputs += 1
     return graph
 
+
+_PROFILED_SESSIONS = itertools.count()
 
 register_backend(BACKEND_ID, OnnxRuntimeDelegate())
