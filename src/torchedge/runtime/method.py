@@ -20,10 +20,11 @@ from torchedge.kernels.portable.common import quiet_run
 from torchedge.kernels.registry import get_kernel
 from torchedge.runtime.backend import RUNTIME_PROFILING, get_backend
 from torchedge.runtime.fusion import Dataflow, fuse_steps
-from torchedge.runtime.inputs import as_numpy
+from torchedge.runtime.inputs import as_numpy, input_list
 from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.method_meta import MethodMeta, TensorMeta
 from torchedge.runtime.named_data import NamedDataMap
+from torchedge.runtime.outputs import delivered, planned_output_buffers
 from torchedge.runtime.steps import DELEGATE, FREE, JUMP, KERNEL, MOVE, RESIZING_KERNEL, Step, StepCompiler, truthy
 from torchedge.runtime.threads import (
     DEFAULT_NUM_THREADS,
@@ -166,7 +167,7 @@ class Method:
             self._set_inputs(inputs)
 
     def _set_inputs(self, inputs) -> None:
-        inputs = list(inputs)
+        inputs = input_list(self.name, inputs)
         if len(inputs) != len(self._inputs):
             raise InputError(f"method '{self.name}' takes {len(self._inputs)} input(s), got {len(inputs)}")
         table = self._values.values
@@ -239,8 +240,8 @@ class Method:
             if position not in self._caller_outputs:
                 if buffer is not None:
                     raise InputError(
-                        f"method '{self.name}', output {position} is planned memory: "
-                        "pass None for it (compile with alloc_graph_output=False to supply buffers)"
+                        f"method '{self.name}', output {position} is planned memory: pass None for it here "
+                        "(execute(inputs, outputs=[...]) copies a planned output into the array given)"
                     )
                 continue
             expected = self.meta.outputs[position]
@@ -258,9 +259,11 @@ class Method:
     def execute(self, inputs=(), outputs=None) -> list:
         """Run the method on ``inputs`` and return its outputs.
 
-        Planned outputs are returned as copies (the next run reuses their memory).
-        Outputs compiled with ``alloc_graph_output=False`` are written into the
-        arrays given in ``outputs`` (or freshly allocated ones) and returned as is.
+        ``inputs``: a list (NumPy arrays, DLPack or buffer-protocol objects, torch tensors, scalars).
+        Planned outputs are returned as copies (the next run reuses their memory), or copied into
+        the arrays given for them in ``outputs`` (None entries: a new copy). Outputs compiled with
+        ``alloc_graph_output=False`` are written into the arrays given in ``outputs`` (or freshly
+        allocated ones) and returned as is.
 
         Safe to call from several threads: a run holds the method's lock from copying the
         inputs in to copying the outputs out, so concurrent calls run one after another and
@@ -270,10 +273,11 @@ class Method:
         each has its own memory and delegate handles.
         """
         with self._lock:
+            unplanned, into = planned_output_buffers(self.name, outputs, self._copied_outputs)
             if self._tracer is not None:
-                return self._traced_execute(self._tracer, inputs, outputs)
-            self._execute(inputs, outputs)
-            return self._results()
+                return self._traced_execute(self._tracer, inputs, unplanned, into)
+            self._execute(inputs, unplanned)
+            return self._results(into)
 
     def _execute(self, inputs, outputs) -> None:
         self._set_inputs(inputs)
@@ -281,22 +285,22 @@ class Method:
             self._set_outputs(outputs)
         self._run()
 
-    def _traced_execute(self, tracer: EventTracer, inputs, outputs) -> list:
+    def _traced_execute(self, tracer: EventTracer, inputs, outputs, into) -> list:
         """`execute` recorded as one ``Execute`` event block of the program's tracer."""
         tracer.begin_block("Execute")
         with tracer.span("Method::execute"):
             self._execute(inputs, outputs)
         if tracer.track_memory and self.memory.runtime_bytes:
             tracer.allocation("runtime", self.memory.runtime_bytes)
-        results = self._results()
+        results = self._results(into)
         if tracer.logs_outputs:
             for value in results:
                 tracer.output(value)
         return results
 
-    def _results(self) -> list:
+    def _results(self, into: dict) -> list:
         table = self._values.values
-        return [_detached(table[i]) if copy else table[i] for copy, i in zip(self._copied_outputs, self._outputs)]
+        return delivered(self.name, [table[i] for i in self._outputs], self._copied_outputs, into)
 
     def _run(self) -> None:
         if not self._runs_kernels:
@@ -385,12 +389,3 @@ class Method:
                 backend.destroy(handle)
             except Exception:  # destruction must never raise out of __del__
                 pass
-
-
-def _detached(value):
-    """An output as the caller keeps it: arrays (also in a tensor list) copied out of the method's memory."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, list):
-        return [_detached(v) for v in value]
-    return value
