@@ -48,8 +48,11 @@ def test_caller_provided_output_buffers_are_written_in_place():
     assert_matches([buffer], torch_outputs(model, inputs)[1:])
     with pytest.raises(InputError, match="expected float32"):
         method.execute([inputs[0].numpy()], outputs=[None, np.zeros((4, 3), np.float32)])
-    with pytest.raises(InputError, match=r"output buffer 0: the output is float32\[3, 4\], the buffer float32\[12\]"):
-        method.execute([inputs[0].numpy()], outputs=[np.zeros(12, np.float32), None])  # a planned output, copied
+    planned = np.zeros(12, np.float32)  # a planned output: copied into the array given for it
+    assert method.execute([inputs[0].numpy()], outputs=[planned, None])[0] is planned
+    assert_matches([planned], torch_outputs(model, inputs)[:1])
+    with pytest.raises(InputError, match=r"output buffer 0: the output is float32\[12\], the buffer float32\[5\]"):
+        method.execute([inputs[0].numpy()], outputs=[np.zeros(5, np.float32), None])
 
 
 def test_caller_inputs_are_bound_each_run_never_overwritten():
