@@ -16,34 +16,13 @@ import pytest
 import torch
 
 from tests.conftest import relative_error
+from tests.test_cli_mistakes import fails, usage_error
 from torchedge.cli.main import build_parser, main
 from torchedge.models import load_model
 from torchedge.runtime import Runtime
 from torchedge.serialize import deserialize_pte
 
 MLP_CONSTANT_BYTES = (32 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10) * 4
-
-
-def one_error_line(err: str, command: str) -> str:
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if not line.startswith("[torchedge]")]
-    assert len(lines) == 1, err
-    assert lines[0].startswith(f"torchedge {command}: error: "), err
-    return lines[0]
-
-
-def fails(capsys, argv: list[str]) -> str:
-    capsys.readouterr()
-    assert main(argv) == 2
-    return one_error_line(capsys.readouterr().err, argv[0])
-
-
-def usage_error(capsys, argv: list[str]) -> str:
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    return one_error_line(capsys.readouterr().err, argv[0])
 
 
 def export(tmp_path, name: str, *options: str, model: str = "mlp") -> str:
