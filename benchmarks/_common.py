@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import multiprocessing
 import os
+import platform
 import statistics
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
 
 # Start every native library at one thread before any of them starts its pool; a benchmark that
 # wants more asks for it (torch.set_num_threads, the torchedge runtime's num_threads).
@@ -87,3 +93,69 @@ def print_table(headers: list[str], rows: list[list]) -> None:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
         if n == 0:
             print("  ".join("-" * w for w in widths))
+
+
+def add_json_option(parser) -> None:
+    """``--json PATH``: also write the results as JSON (tools/generate_performance_page.py reads them)."""
+    parser.add_argument(
+        "--json", type=Path, metavar="PATH", help="also write the results here as JSON (for the docs' performance page)"
+    )
+
+
+def machine() -> dict:
+    """The CPU (its model name in /proc/cpuinfo), how many the process sees, the OS."""
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"cpu": cpu, "cpus": os.cpu_count(), "system": platform.platform()}
+
+
+def _versions() -> dict:
+    found = {"python": platform.python_version()}
+    for package in ("torchedge", "numpy", "torch", "executorch", "onnxruntime"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[package] = metadata.version(package)
+    return found
+
+
+def _command() -> str:
+    """This run's command line, less --json PATH."""
+    args, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip or arg.startswith("--json="):
+            skip = False
+            continue
+        skip = arg == "--json"
+        if not skip:
+            args.append(arg)
+    script = Path(sys.argv[0])
+    return " ".join(["python", f"benchmarks/{script.name}", *args])
+
+
+def write_json(path: Path | None, tables: dict[str, tuple[list[str], list[list]]]) -> None:
+    """Write the named tables (headers, rows as printed), the command and the machine to ``path``."""
+    if path is None:
+        return
+    result = {
+        "benchmark": Path(sys.argv[0]).stem,
+        "command": _command(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "versions": _versions(),
+        "tables": [
+            {"name": name, "columns": [str(h) for h in headers], "rows": [[str(c) for c in row] for row in rows]}
+            for name, (headers, rows) in tables.items()
+        ],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
+def report(headers: list[str], rows: list[list], json_path: Path | None = None) -> None:
+    """Print the table, and with ``json_path`` also write it as JSON (see `write_json`)."""
+    print_table(headers, rows)
+    write_json(json_path, {"results": (headers, rows)})

@@ -97,10 +97,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=MODELS)
     parser.add_argument("--repeat", type=int, default=20)
+    _common.add_json_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [bench(name, args.repeat) for name in args.models]
-    _common.print_table(
+    _common.report(
         [
             "model",
             "delegates",
@@ -113,6 +114,7 @@ def main() -> None:
             "rel err",
         ],
         rows,
+        args.json,
     )
 
 

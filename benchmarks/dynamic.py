@@ -85,10 +85,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(CASES))
     parser.add_argument("--repeat", type=int, default=10)
+    _common.add_json_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [row for name in args.models for row in bench(name, args.repeat)]
-    _common.print_table(
+    _common.report(
         [
             "model",
             "size",
@@ -102,6 +103,7 @@ def main() -> None:
             "rel err",
         ],
         rows,
+        args.json,
     )
 
 

@@ -173,6 +173,7 @@ def main(argv=None) -> int:
         metavar="SIDE",
         help=f"which sides to run (default: all of {', '.join(SIDES)})",
     )
+    _common.add_json_option(parser)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     print(f"{args.arch}: exporting and compiling every side")
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
     rate = {n: (statistics.median(prefill[n][1:]), statistics.median(decode[n][1:])) for n in generators}
     rows = [[n, f"{p:.0f}", f"{d:.0f}", f"{1e3 / d:.2f}", "yes" if same[n] else "NO"] for n, (p, d) in rate.items()]
     print(f"\n{args.arch}, prompt {args.prompt}, {args.new} new tokens, cache {args.cache}, one thread (tokens/s)")
-    _common.print_table(["side", "prefill tok/s", "decode tok/s", "ms/token", "eager's tokens"], rows)
+    _common.report(["side", "prefill tok/s", "decode tok/s", "ms/token", "eager's tokens"], rows, args.json)
     best = max((n for n in rate if n.startswith("te")), key=lambda n: rate[n][1])
     for baseline in ("eager", "ET + XNNPACK"):
         if baseline in rate:

@@ -57,9 +57,10 @@ def measure(name: str) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=MODELS)
+    _common.add_json_option(parser)
     args = parser.parse_args()
     rows = [measure(name) for name in args.models]
-    _common.print_table(
+    _common.report(
         [
             "model",
             "torchedge B",
@@ -72,6 +73,7 @@ def main() -> None:
             "ET algo on te graph",
         ],
         rows,
+        args.json,
     )
 
 

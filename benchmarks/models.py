@@ -90,11 +90,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1, help="threads of torchedge's kernels and of eager")
     parser.add_argument("--load", type=int, default=0, help="other busy processes while timing")
+    _common.add_json_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     with _common.background_load(args.load):
         rows = [bench(name, args.repeat, args.threads) for name in args.models]
-    _common.print_table(
+    _common.report(
         [
             "model",
             "torchedge ms",
@@ -113,6 +114,7 @@ def main() -> None:
             "rel err",
         ],
         rows,
+        args.json,
     )
 
 

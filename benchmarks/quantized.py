@@ -97,10 +97,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["mlp", "cnn", "mobilenet_v2"])
     parser.add_argument("--repeat", type=int, default=10)
+    _common.add_json_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = [bench(name, args.repeat) for name in args.models]
-    _common.print_table(
+    _common.report(
         [
             "model",
             "te int8 portable ms",
@@ -114,6 +115,7 @@ def main() -> None:
             "rel err vs PyTorch int8",
         ],
         rows,
+        args.json,
     )
 
 

@@ -81,12 +81,13 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["mobilenet_v2", "llama"])
     parser.add_argument("--repeat", type=int, default=30, help="rounds of each side (default: 30)")
     parser.add_argument("--before", help="src folder of another torchedge: time its untraced run too")
+    _common.add_json_option(parser)
     args = parser.parse_args()
     headers = ["model", "off ms"]
     if args.before:
         headers += ["before ms", "now ms", "now/before"]
     headers += ["timings ms", "timings/off", "intermediates ms", "intermediates/off"]
-    _common.print_table(headers, [bench(name, args.repeat, args.before) for name in args.models])
+    _common.report(headers, [bench(name, args.repeat, args.before) for name in args.models], args.json)
 
 
 if __name__ == "__main__":

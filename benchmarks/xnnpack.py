@@ -68,6 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["mlp", "cnn", "mobilenet_v2"])
     parser.add_argument("--repeat", type=int, default=20)
+    _common.add_json_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     try:
@@ -77,8 +78,10 @@ def main() -> None:
     except ImportError:
         pass
     rows = [bench(name, args.repeat) for name in args.models]
-    _common.print_table(
-        ["model", "interpreter ms", "portable ms", "ET+XNNPACK ms", "interp/portable", "interp/ET", "rel err"], rows
+    _common.report(
+        ["model", "interpreter ms", "portable ms", "ET+XNNPACK ms", "interp/portable", "interp/ET", "rel err"],
+        rows,
+        args.json,
     )
 
 

@@ -1,5 +1,5 @@
-"""The pipeline is one declared list per stage of compilation: the README shows exactly those
-lists, the runner names the stage that breaks the IR, and TORCHEDGE_DEBUG=1 logs every stage."""
+"""The pipeline is one declared list per stage of compilation: docs/architecture.md shows exactly
+those lists, the runner names the stage that breaks the IR, and TORCHEDGE_DEBUG=1 logs every stage."""
 
 import logging
 import re
@@ -14,16 +14,12 @@ from torchedge.exir import pipeline, to_edge
 from torchedge.exir.pipeline import EDGE_STAGES, EXECUTORCH_STAGES, MethodState, Stage, describe, run_stages
 from torchedge.exir.verification import IRVerificationError, verify_edge
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 _SECTION = re.compile(r"<!-- pipeline:(\w+) -->\n(.*?)<!-- /pipeline -->", re.S)
 
 
-def readme_sections(text: str) -> dict[str, str]:
-    return {name: body.strip() for name, body in _SECTION.findall(text)}
-
-
-def test_readme_lists_the_declared_stages():
-    sections = readme_sections(README.read_text())
+def test_architecture_page_lists_the_declared_stages():
+    sections = {name: body.strip() for name, body in _SECTION.findall(ARCHITECTURE.read_text())}
     assert sections == {"EDGE_STAGES": describe(EDGE_STAGES), "EXECUTORCH_STAGES": describe(EXECUTORCH_STAGES)}
 
 

@@ -165,7 +165,7 @@ def _bench(sub) -> None:
     p.add_argument(
         "--model",
         help="also time this built-in model (as `torchedge export` names it) in PyTorch "
-        "eager on the same inputs and threads, in alternating rounds",
+        "eager on the same inputs and threads, alternating with torchedge run by run",
     )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     add_threads_option(p, "; with --model, also PyTorch's")

@@ -7,7 +7,7 @@ thread on both sides; medians; the ratio is torchedge time / eager time (lower i
 summarised by geometric means per family and overall. Each kernel's output is also checked
 against eager (`check`: ok, or the mismatch).
 
-Usage: python benchmarks/kernels.py [family ...] [--seconds S]
+Usage: python benchmarks/operators.py [family ...] [--seconds S]
 """
 
 from __future__ import annotations
@@ -185,6 +185,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("families", nargs="*", default=list(CASES), help=f"some of: {' '.join(CASES)}")
     parser.add_argument("--seconds", type=float, default=0.2, help="time budget per op and side (default 0.2)")
+    _common.add_json_option(parser)
     args = parser.parse_args()
     unknown = set(args.families) - set(CASES)
     if unknown:
@@ -203,6 +204,13 @@ def main() -> None:
     print()
     summary.append(["overall", len(everything), f"{_geomean(everything):.2f}"])
     _common.print_table(["family", "ops", "geomean ratio (torchedge / eager)"], summary)
+    _common.write_json(
+        args.json,
+        {
+            "operators": (["family", "op", "dtype", "torchedge ms", "eager ms", "ratio", "check"], rows),
+            "families": (["family", "ops", "geomean ratio (torchedge / eager)"], summary),
+        },
+    )
     print(f"\none thread each (torch threads={torch.get_num_threads()}); medians; ratio > 1: torchedge slower")
 
 
