@@ -18,10 +18,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # the repository root: tools.qa
 import _common  # noqa: E402  (sets the thread environment first)
 import torch  # noqa: E402
 
-from torchedge.devtools.kernel_check import Status, check_call, kernel_arguments, kernel_op  # noqa: E402
+from tools.qa.kernel_check import Status, check_call, kernel_arguments, kernel_op  # noqa: E402
 from torchedge.exir.op_schema import op_name, view_copy_variant  # noqa: E402
 from torchedge.kernels.registry import get_kernel  # noqa: E402
 

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the repository root: tools.qa
 XFAILS = ROOT / "tests" / "e2e" / "op_db_known_failures.json"
 
 
@@ -50,8 +51,8 @@ def _parse(argv):
 
 
 def _sweep(args):
-    from torchedge.devtools.op_db_pool import run_sweep
-    from torchedge.devtools.op_db_sweep import FAILURES, units
+    from tools.qa.op_db_pool import run_sweep
+    from tools.qa.op_db_sweep import FAILURES, units
 
     todo = units(args.ops, args.dtypes)
     print(f"{len(todo)} (OpInfo, dtype) units, {args.samples} samples each, {args.jobs} jobs", flush=True)
@@ -78,7 +79,7 @@ def _sweep(args):
 
 
 def _read_jsonl(path: Path) -> list:
-    from torchedge.devtools.op_db_sweep import CaseResult
+    from tools.qa.op_db_sweep import CaseResult
 
     return [CaseResult(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
@@ -102,8 +103,8 @@ def _merged_xfails(results, fresh: dict) -> dict:
 def main(argv=None) -> int:
     args = _parse(argv)
     sys.path.insert(0, str(ROOT / "src"))
-    from torchedge.devtools.op_db_report import known_failures, markdown_report
-    from torchedge.devtools.op_db_sweep import DTYPES, CaseResult
+    from tools.qa.op_db_report import known_failures, markdown_report
+    from tools.qa.op_db_sweep import DTYPES, CaseResult
 
     began = time.time()
     if args.from_json:

@@ -2,7 +2,7 @@
 
 One test per OpInfo and dtype: its first sample inputs become a module that is exported,
 lowered with ``to_edge(...).to_executorch()``, run by the NumPy runtime and compared with
-eager (`torchedge.devtools.op_db_sweep`). A case eager cannot run, or that torch.export
+eager (`tools.qa.op_db_sweep`). A case eager cannot run, or that torch.export
 cannot export, is skipped with the reason. Known failures come from ONE file,
 ``op_db_known_failures.json`` ("OpInfo/dtype" -> reason and failing samples), and are
 strict xfails: a case that starts to pass must leave the file. Never edit it by hand:
@@ -38,7 +38,7 @@ _NOT_RUN = ("timeout", "crash")  # would stall or kill the test process
 
 def _params():
     torch = pytest.importorskip("torch")  # noqa: F841 -- the whole module needs torch
-    from torchedge.devtools.op_db_sweep import units
+    from tools.qa.op_db_sweep import units
 
     params = []
     for name, dtype in units(dtypes=DTYPES):
@@ -55,7 +55,7 @@ def _params():
 
 @pytest.mark.parametrize("name, dtype", _params())
 def test_op_db(name, dtype):
-    from torchedge.devtools.op_db_sweep import EXCLUDED, FAILURES, run_samples
+    from tools.qa.op_db_sweep import EXCLUDED, FAILURES, run_samples
 
     results = list(run_samples(name, dtype, 0, SAMPLES, timeout=TIMEOUT_S))
     failures = [r for r in results if r.outcome in FAILURES]

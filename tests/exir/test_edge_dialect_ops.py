@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from torchedge.devtools.core_operators import core_operators
-from torchedge.devtools.kernel_check import DTYPES, Status, kernel_op
-from torchedge.devtools.kernel_probe import Draw, kernel_spec
-from torchedge.devtools.probe_templates import TEMPLATES, WRONG
+from tools.qa.kernel_check import DTYPES, Status, kernel_op
+from tools.qa.kernel_probe import Draw, kernel_spec
+from tools.qa.probe_templates import TEMPLATES, WRONG
 from torchedge.errors import ExportError
+from torchedge.exir.core_operators import core_operators
 from torchedge.exir.dialects import constraints
 from torchedge.exir.dialects import ops as exir_ops
 from torchedge.exir.dialects.constraints import check_node_dtypes, satisfies, spec_from_combinations

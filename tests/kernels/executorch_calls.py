@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.devtools.aten_calls import AtenCall
+from tools.qa.aten_calls import AtenCall
 
 aten = torch.ops.aten
 NAMESPACES = ("quantized_decomposed::", "llama::", "dim_order_ops::", "et_copy::", "preprocess::")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchedge.devtools.kernel_check import Status, check_call, conversion_target, defined_expectation
+from tools.qa.kernel_check import Status, check_call, conversion_target, defined_expectation
 from torchedge.kernels.dtypes import conversion_undefined, convert
 from torchedge.kernels.registry import Kernel, get_kernel
 from torchedge.schema.scalar_type import ScalarType
@@ -180,7 +180,7 @@ def test_calls_that_do_not_convert_their_floats_first_are_not_judged_by_conversi
 
 
 def test_the_op_db_sweep_does_not_compare_undefined_conversions_with_eager():
-    from torchedge.devtools.op_db_sweep import _unjudged
+    from tools.qa.op_db_sweep import _unjudged
 
     module = torch.nn.Module()
     module.forward = lambda x: (x.to(torch.uint8),)

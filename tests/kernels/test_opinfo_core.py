@@ -1,7 +1,7 @@
 """Every Edge operator with a kernel (core ATen and beyond) against PyTorch eager, per dtype, on OpInfo samples.
 
 Generated from operator metadata, not written by hand: the (operator, dtype) pairs are
-the core-ATen calls that OpInfo samples make (`torchedge.devtools.opinfo_sampling`). A pair
+the core-ATen calls that OpInfo samples make (`tools.qa.opinfo_sampling`). A pair
 whose operator has no portable kernel yet is skipped, so the suite tracks coverage; a
 kernel that exists and differs from eager (or raises) fails. Deviations that are known and
 accepted go in `XFAIL` with their reason.
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+from tools.qa.aten_calls import record_aten_calls
+from tools.qa.kernel_check import Status, check_call, check_calls
+from tools.qa.opinfo_sampling import opinfo_calls
 from torchedge.cli.main import main
-from torchedge.devtools.aten_calls import record_aten_calls
-from torchedge.devtools.core_operators import core_operator_of, core_operators
-from torchedge.devtools.kernel_check import Status, check_call, check_calls
 from torchedge.devtools.kernel_coverage import SHORT_DTYPE_NAMES
-from torchedge.devtools.opinfo_sampling import opinfo_calls
 from torchedge.errors import OperatorMissingError
+from torchedge.exir.core_operators import core_operator_of, core_operators
 from torchedge.kernels.aten_mode import get_aten_kernel
 from torchedge.kernels.registry import Kernel
 

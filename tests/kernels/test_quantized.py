@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines the reference operators)
 
-from torchedge.devtools.kernel_check import Status, check_call
+from tools.qa.kernel_check import Status, check_call
 from torchedge.errors import KernelError
 from torchedge.kernels.registry import get_kernel
 

@@ -19,9 +19,9 @@ import torch
 from tests.kernels.executorch_calls import AVAILABLE as executorch_calls_available
 from tests.kernels.executorch_calls import NAMESPACES as EXECUTORCH_NAMESPACES
 from tests.kernels.executorch_calls import executorch_calls
-from torchedge.devtools.aten_calls import AtenCall
-from torchedge.devtools.kernel_check import kernel_arguments, kernel_op
-from torchedge.devtools.opinfo_sampling import opinfo_calls
+from tools.qa.aten_calls import AtenCall
+from tools.qa.kernel_check import kernel_arguments, kernel_op
+from tools.qa.opinfo_sampling import opinfo_calls
 from torchedge.devtools.output_compare import Unsupported
 from torchedge.errors import KernelError, OperatorMissingError
 from torchedge.exir.op_schema import op_name

@@ -39,7 +39,7 @@ from torchedge.schema.program import Program
 from torchedge.serialize import serialize_pte
 from torchedge.serialize.ptd import TensorLayout, write_ptd
 
-if TYPE_CHECKING:  # imported when an ETRecord is asked for: its serializer loads torch._dynamo (~0.7 s)
+if TYPE_CHECKING:  # imported when an ETRecord is asked for: its serializer loads torch._dynamo (slow)
     from torchedge.devtools.etrecord import ETRecord
 
 __all__ = [

@@ -5,8 +5,8 @@ Kernels of data-dependent operators (``nonzero``, ``masked_select``...) call
 method's memory manager, which accounts and bounds what is allocated.
 
 The planned arenas and the kernels' scratch memory start on a cache line (`aligned_bytes`):
-NumPy's vector loops run about 20% slower over arrays 16 bytes off a 32-byte boundary (AVX2),
-and the C allocator gives large blocks 16 bytes into a page.
+NumPy's vector loops run measurably slower over arrays 16 bytes off a 32-byte boundary
+(AVX2), and the C allocator gives large blocks 16 bytes into a page.
 """
 
 from __future__ import annotations

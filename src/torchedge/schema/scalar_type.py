@@ -90,7 +90,7 @@ SHORT_NAMES: dict[ScalarType, str] = {code: row[2] for code, row in _TABLE.items
 
 
 def _bfloat16() -> np.dtype | None:
-    """ml_dtypes' bfloat16, imported on first use (importing ml_dtypes costs about half a second);
+    """ml_dtypes' bfloat16, imported on first use (importing ml_dtypes is slow);
     None without ml_dtypes (bfloat16 programs then fail with a clear message at load)."""
     try:
         import ml_dtypes

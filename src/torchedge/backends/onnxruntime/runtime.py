@@ -76,7 +76,7 @@ class _Session:
 
     def __post_init__(self):
         # Calling the C++ session under ONNX Runtime's Python wrapper saves a Python frame per run
-        # (about a microsecond, a tenth of a tiny model's run); the public method is the fallback.
+        # (noticeable on a tiny model's run); the public method is the fallback.
         inner, binding = getattr(self.session, "_sess", None), getattr(self.binding, "_iobinding", None)
         if inner is not None and binding is not None and hasattr(inner, "run_with_iobinding"):
             self.run = partial(inner.run_with_iobinding, binding, None)

@@ -60,7 +60,7 @@ class _Exact:
 def _exact_dtype(ctx, node, x_quant: q.Quant, weight: np.ndarray, bias: np.ndarray | None) -> np.dtype:
     """float32 where no partial sum can reach 2**24 (so every sum of products is exact in it:
     per output channel, sum |w| * max |q - zero_point| + |bias|), else float64 (exact for any
-    int32 accumulator). BLAS multiplies float32 about twice as fast."""
+    int32 accumulator). BLAS multiplies float32 faster."""
     reach = 255 if x_quant.dynamic else max(127 - x_quant.zero_point, x_quant.zero_point + 128)
     if ctx.kind == "XNNDepthwiseConv2d" or (ctx.kind == "XNNFullyConnected" and node.flags & _TRANSPOSE_WEIGHTS):
         axis = weight.ndim - 1

@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 SPEC_PATH = Path(__file__).with_name("edge.yaml")
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml reads the spec six times faster
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml reads the spec much faster
 
 # The dtypes the DSL names (ExecuTorch's regular, non-quantized tensor dtypes).
 DTYPE_NAMES = {

@@ -215,7 +215,7 @@ class MemoryPlanningPass(PassBase):
     ``algorithm`` plans one memory (default: the best of torchedge's planners); ``alignment``
     is the byte multiple of every offset (default 64, a cache line, where the runtime's arenas
     start: ExecuTorch's default of 16 leaves half the tensors 16 bytes off a 32-byte boundary,
-    and NumPy's AVX2 loops run about 20% slower over those);
+    and NumPy's AVX2 loops run measurably slower over those);
     ``memories`` lists the memory ids to fill, small fast ones first (default:
     one unbounded memory, id 1). The graph's ``meta["non_const_buffer_sizes"]``
     gets the arena size per memory id; ``self.lower_bound`` the largest total of

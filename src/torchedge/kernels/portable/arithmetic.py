@@ -183,7 +183,7 @@ def _power(a, b, out, dtype):
 def _product_power(n: int):
     """``x ** n`` for a small positive integer n by repeated multiplication (binary powering):
     ATen's own method for 2 and 3 (``x * x``, ``x * x * x``), within an ulp or two of a
-    correctly rounded pow for the others, and a hundred times faster than NumPy's pow."""
+    correctly rounded pow for the others, and much faster than NumPy's pow."""
 
     def fn(x, buf):
         if n == 1:

@@ -141,7 +141,8 @@ def quiet():
 
 @contextlib.contextmanager
 def quiet_run():
-    """One `quiet` scope around a whole method run: kernels then skip their own (a few µs each)."""
+    """One `quiet` scope around a whole method run: kernels then skip their own ``np.errstate``
+    (entering one per kernel call adds up over a run of small kernels)."""
     if getattr(_RUN, "quiet", False):
         yield
         return

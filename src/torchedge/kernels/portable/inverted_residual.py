@@ -5,9 +5,9 @@ Planar, the depthwise taps of a small plane are short rows (7-28 elements), a Nu
 channels-last, a row of a tap runs over the whole width times the channels. The two GEMMs
 change layout for free: the expansion multiplies the transposed input (copied with a column
 of ones, for the bias) into (H*W, C) rows, the projection multiplies by the transposed sum
-into the planar result. 0.65-0.85x the time of the three convolutions on mobilenet_v2's
-blocks of 28x28 and smaller output planes (AVX2, OpenBLAS, one thread); slower on 56x56 and
-larger planes, where the planar paths' rows are long already.
+into the planar result. That beats the three convolutions on small output planes, whose
+planar rows are short; on large planes the planar paths' rows are long already and the three
+convolutions win (`benchmarks/` measures both).
 """
 
 from __future__ import annotations

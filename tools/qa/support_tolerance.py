@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_map
 
-from torchedge.devtools.aten_calls import leaves
+from tools.qa.aten_calls import leaves
 from torchedge.devtools.output_compare import compare_outputs, numpy_dtype_of, to_numpy
 
 __all__ = ["ULPS", "layout_problem", "values_problem"]

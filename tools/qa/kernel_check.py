@@ -6,9 +6,10 @@ compares with eager's result, or, as a support check, tells a kernel that does n
 eager's dtypes and shapes from one whose values are off (`support_tolerance`). Where eager's
 values are undefined in C, converting NaN, infinities or out-of-range floats to integers,
 the kernel is judged by torchedge's own conversion (`defined_expectation`). The operators
-and calls to check come from `core_operators` and `opinfo_sampling`.
+and calls to check come from `torchedge.exir.core_operators` and `opinfo_sampling`;
+`kernel_op` (the operator the runtime calls) is re-exported from the former.
 
->>> from torchedge.devtools.aten_calls import record_aten_calls
+>>> from tools.qa.aten_calls import record_aten_calls
 >>> calls = record_aten_calls(torch.add, torch.ones(2), torch.ones(2))
 >>> [op_name(c.op) for c in calls]
 ['aten::add.Tensor']
@@ -19,7 +20,6 @@ and calls to check come from `core_operators` and `opinfo_sampling`.
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,13 +27,14 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_map_only
 
-from torchedge.devtools.aten_calls import leaves
+from tools.qa.aten_calls import leaves
+from tools.qa.support_tolerance import layout_problem, values_problem
 from torchedge.devtools.output_compare import Unsupported, compare_outputs, numpy_dtype_of, to_numpy
-from torchedge.devtools.support_tolerance import layout_problem, values_problem
-from torchedge.errors import ExportError, OperatorMissingError
+from torchedge.errors import OperatorMissingError
+from torchedge.exir.core_operators import kernel_op
 from torchedge.exir.dtypes import LAYOUT_CODES, MEMORY_FORMAT_CODES, scalar_type, to_torch
 from torchedge.exir.ir import bind_arguments, op_name
-from torchedge.exir.op_schema import is_out_variant, out_argument_names, out_variant, view_copy_variant
+from torchedge.exir.op_schema import out_argument_names
 from torchedge.kernels.dtypes import conversion_undefined, convert
 from torchedge.kernels.registry import Kernel, get_kernel
 
@@ -63,19 +64,6 @@ DTYPES = (
     torch.float32,
     torch.float64,
 )
-
-
-@functools.cache
-def kernel_op(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
-    """The operator the runtime calls for ``op``: its out variant (a view's through its copy
-    twin), or ``op`` itself for the primitive operators (``sym_size``, ``_local_scalar_dense``)."""
-    if is_out_variant(op):
-        return op
-    target = view_copy_variant(op) or op
-    try:
-        return out_variant(target)
-    except ExportError:
-        return target
 
 
 class Status(enum.Enum):

@@ -259,8 +259,8 @@ def _converts_undefined(module, tensors: list) -> bool:
     """Whether eager's run of the case converts floats to integers where C leaves the result
     undefined (`kernel_check.conversion_target` of an ATen call it makes): its values then
     depend on the CPU, and are no reference."""
-    from torchedge.devtools.aten_calls import AtenCallRecorder
-    from torchedge.devtools.kernel_check import conversion_target
+    from tools.qa.aten_calls import AtenCallRecorder
+    from tools.qa.kernel_check import conversion_target
 
     recorder = AtenCallRecorder()
     try:

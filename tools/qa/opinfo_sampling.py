@@ -13,11 +13,44 @@ import warnings
 
 import torch
 
-from torchedge.devtools.aten_calls import AtenCall, AtenCallRecorder, leaves
-from torchedge.devtools.core_operators import edge_operator_of
-from torchedge.devtools.kernel_check import DTYPES
+from tools.qa.aten_calls import AtenCall, AtenCallRecorder, leaves
+from tools.qa.kernel_check import DTYPES
+from torchedge.exir.core_operators import CoreOperator, core_operator_of, kernel_op
+from torchedge.exir.ir import op_name
+from torchedge.exir.op_schema import is_inplace
 
-__all__ = ["opinfo_calls"]
+__all__ = ["opinfo_calls", "edge_operator_of"]
+
+
+@functools.cache
+def _kernel_index() -> dict:
+    """Each non-core ATen operator the runtime has a kernel for (and its out variant) -> its record."""
+    from torchedge.kernels.registry import registered_operators
+
+    index = {}
+    for name in registered_operators():
+        namespace, _, rest = name.partition("::")
+        packet = getattr(torch.ops.aten, rest.partition(".")[0], None) if namespace == "aten" else None
+        for overload in packet.overloads() if packet is not None else ():
+            op = getattr(packet, overload)
+            if _comparable(op) and core_operator_of(op) is None and op_name(kernel_op(op)) == name:
+                index[op] = CoreOperator(op, name)
+    functional = {record.kernel: record for op, record in index.items() if op_name(op) != record.kernel}
+    return {op: functional.get(record.kernel, record) for op, record in index.items()}
+
+
+def _comparable(op) -> bool:
+    """Whether eager's result of ``op`` can be compared with a kernel's: not for operators that
+    write their input (``copy_``; they run as part of other programs), leave it uninitialized
+    or draw random numbers (their own tests check shapes, dtypes and distributions)."""
+    uninitialized = op._schema.name.startswith(("aten::empty", "aten::new_empty"))
+    return not is_inplace(op) and not uninitialized and torch.Tag.nondeterministic_seeded not in op.tags
+
+
+def edge_operator_of(op) -> CoreOperator | None:
+    """Like `torchedge.exir.core_operators.core_operator_of`, and also for the non-core operators
+    the runtime has kernels for (``torch.special``, ``linalg``, ...), which the Edge dialect admits."""
+    return core_operator_of(op) or _kernel_index().get(op)
 
 
 @functools.cache
@@ -94,7 +127,9 @@ def opinfo_calls(dtypes=DTYPES, samples: int = 3, calls_per_pair: int = 6) -> di
             supported = info.supported_dtypes("cpu")
             for dtype in (d for d in dtypes if d in supported):
                 for call in _sample_calls(info, dtype, samples):
-                    bucket = pairs.setdefault((edge_operator_of(call.op).name, _key_dtype(call, dtype)), [])
+                    operator = edge_operator_of(call.op)
+                    assert operator is not None  # `_keep` records Edge operators only
+                    bucket = pairs.setdefault((operator.name, _key_dtype(call, dtype)), [])
                     if len(bucket) >= calls_per_pair or any(t.dtype not in DTYPES for t in _tensors(call)):
                         continue
                     signature = _signature(call)

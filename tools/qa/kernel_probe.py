@@ -27,7 +27,7 @@ import torch
 from torch.testing import make_tensor
 from torch.utils._pytree import tree_map_only
 
-from torchedge.devtools.kernel_check import DTYPES, CheckResult, Status, check_call, worst
+from tools.qa.kernel_check import DTYPES, CheckResult, Status, check_call, worst
 from torchedge.exir.dialects.constraints import spec_from_combinations
 from torchedge.exir.dialects.spec import DTYPE_NAMES, OpSpec, is_tensor_like, tensor_io_names
 from torchedge.exir.ir import bind_arguments, op_name

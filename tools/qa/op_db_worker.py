@@ -4,7 +4,7 @@ Protocol, one JSON object per line: a request ``{"op", "dtype", "start", "stop",
 on stdin; on the result stream one `CaseResult` dict per case, then ``{"done": true,
 "maxrss_mb": ...}``. The result stream is the original stdout; what operators or libraries
 print goes to stderr, so it cannot corrupt the protocol. Run with
-``python -m torchedge.devtools.op_db_worker``.
+``python -m tools.qa.op_db_worker`` from the repository root (`op_db_pool` does).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from torchedge.devtools.op_db_sweep import run_samples
+    from tools.qa.op_db_sweep import run_samples
 
     for line in sys.stdin:
         request = json.loads(line)

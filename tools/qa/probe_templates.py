@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.devtools.kernel_probe import Draw, Template, Wrong
+from tools.qa.kernel_probe import Draw, Template, Wrong
 
 __all__ = ["TEMPLATES", "WRONG"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from torchedge.devtools.op_db_sweep import DTYPES, EXCLUDED, FAILURES, OUTCOMES, CaseResult
+from tools.qa.op_db_sweep import DTYPES, EXCLUDED, FAILURES, OUTCOMES, CaseResult
 
 __all__ = ["cause_of", "known_failures", "markdown_report", "rate"]
 

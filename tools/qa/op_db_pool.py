@@ -10,23 +10,32 @@ unit's remaining samples. A worker is also restarted when its peak memory passes
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
-from torchedge.devtools.op_db_sweep import CaseResult, family_of, find_entry
+from tools.qa.op_db_sweep import CaseResult, family_of, find_entry
 
 __all__ = ["run_sweep"]
+
+# The repository root: workers run ``python -m tools.qa.op_db_worker`` from it, whatever the caller's cwd.
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Worker:
     """One worker process and a thread that reads its result lines into a queue."""
 
     def __init__(self) -> None:
+        inherited = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        path = os.pathsep.join([str(ROOT), *inherited])  # the caller's relative entries, from its cwd
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "torchedge.devtools.op_db_worker"],
+            [sys.executable, "-m", "tools.qa.op_db_worker"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": path},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
