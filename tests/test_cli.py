@@ -89,7 +89,7 @@ def test_no_fuse_runs_every_instruction_as_written(tmp_path, capsys, monkeypatch
 
     fused = []
     original = method_module.fuse_steps
-    monkeypatch.setattr(method_module, "fuse_steps", lambda flow: fused.append(1) or original(flow))
+    monkeypatch.setattr(method_module, "fuse_steps", lambda flow, *rest: fused.append(1) or original(flow, *rest))
     pte = tmp_path / "mlp.pte"
     assert main(["export", "mlp", "-o", str(pte)]) == 0
     assert main(["run", str(pte), "--repeat", "1", "--no-fuse"]) == 0

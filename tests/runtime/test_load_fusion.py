@@ -19,7 +19,8 @@ from torchedge.kernels import registry
 from torchedge.runtime import Runtime
 from torchedge.runtime.steps import NOP
 
-ATTENTION = "torchedge_fused::attention.out (fused at load)"
+ATTENTION = "torchedge_fused::attention_exact.out (attention, fused at load)"  # level "exact", the default
+FAST_ATTENTION = "torchedge_fused::attention.out (fast_attention, fused at load)"  # level "all"
 POOL = "aten::max_pool2d_with_indices.out (values only)"
 
 
@@ -52,6 +53,11 @@ def _check(model, inputs, fused_attention=0, fused_pools=0, convolutions=(), cop
     assert_matches(plain.execute(arrays), expected, tol)
     assert_matches(fused.execute(arrays), expected, tol)
     assert_matches(fused.execute(arrays), expected, tol)  # a second run: nothing stale
+    for got, want in zip(fused.execute(arrays), plain.execute(arrays)):  # level "exact": the same bits
+        np.testing.assert_array_equal(got, want)
+    fast = Runtime.get().load_program(buffer).load_method("forward", fuse="all")
+    assert _labels(fast).count(FAST_ATTENTION) == fused_attention
+    assert_matches(fast.execute(arrays), expected, tol)
     return fused, buffer
 
 
@@ -187,10 +193,14 @@ def test_mutable_state_survives_fusion():
         assert_matches(plain.execute(inputs), want, 1e-5)
 
 
-def test_tracing_and_fuse_false_run_every_instruction():
+def test_tracing_runs_fused_and_fuse_false_runs_every_instruction():
+    """The run that is profiled is the run that ships; a tracer logging every intermediate value
+    and ``fuse=False`` run every instruction as written."""
     buffer = torchedge_compile(Attention().eval(), (torch.randn(1, 5, 16),)).buffer
     traced = Runtime.get().load_program(buffer, enable_etdump=True).load_method("forward")
-    assert ATTENTION not in _labels(traced)
+    assert ATTENTION in _labels(traced)
+    logging = Runtime.get().load_program(buffer, enable_etdump=True, debug_buffer_size=1 << 20)
+    assert ATTENTION not in _labels(logging.load_method("forward"))
     assert ATTENTION not in _labels(Runtime.get().load_program(buffer).load_method("forward", fuse=False))
 
 
@@ -335,8 +345,14 @@ def test_activations_fuse_into_their_linear_layer():
     x = torch.randn(2, 5, 8)
     _check(Mlp(nn.functional.gelu), (x,), linear=["gelu"])
     _check(Mlp(torch.relu, bias=False), (x,), linear=["relu"])
-    _check(Mlp(nn.functional.silu), (x,), linear=["silu"])
-    _check(Mlp(nn.functional.silu).double(), (x.double(),), linear=["silu"], tol=1e-12)
+    for model, inputs, tol in (
+        (Mlp(nn.functional.silu), x, 1e-5),
+        (Mlp(nn.functional.silu).double(), x.double(), 1e-12),
+    ):
+        _, buffer = _check(model, (inputs,), linear=[], tol=tol)  # silu's kernel rounds otherwise: level "all"
+        fast = Runtime.get().load_program(buffer).load_method("forward", fuse="all")
+        assert [label for label in _labels(fast) if "linear_act" in label][0].split("(")[1].startswith("silu")
+        assert_matches(fast.execute([inputs.numpy()]), torch_outputs(model.eval(), (inputs,)), tol)
 
 
 def test_activations_the_kernel_does_not_compute_stay():

@@ -86,6 +86,7 @@ def cmd_debug(args) -> int:
 
     etrecord = parse_etrecord(args.etrecord)
     program, method = _traced_method(args, args.debug_buffer_size)
+    stage("runs unfused: logging every intermediate value needs every instruction's own (no load-time fusion)")
     if args.inputs:
         inputs = load_inputs(args, method.meta)
     else:

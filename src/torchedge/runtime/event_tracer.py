@@ -9,8 +9,9 @@ The events follow ExecuTorch's runtime, so its `Inspector` reads torchedge's dum
 * a ``Default`` block with ``Program::load_method`` and ``Method::init`` spans (and, with
   ``track_memory``, one allocation event per planned arena);
 * one ``Execute`` block per run with a ``Method::execute`` span; for every kernel call a
-  ``native_call_<operator>`` and an ``OPERATOR_CALL`` event, for every delegate call a
-  ``DELEGATE_CALL`` event, each carrying its instruction id;
+  ``native_call_<operator>`` (a step fused at load: ``fused_<rule>``, at its first instruction;
+  `EventTracer.fused_instructions` names the instructions it replaced) and an ``OPERATOR_CALL``
+  event, for every delegate call a ``DELEGATE_CALL`` event, each carrying its instruction id;
 * with a debug level, the value each instruction wrote (``intermediates``) or the method's
   outputs (``outputs``) as debug events whose tensors live in the debug buffer;
 * with ``track_memory``, the bytes each run allocated at run time. Allocation events are part of
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from torchedge.errors import InputError
+from torchedge.runtime.fusion import replaced_instructions
 from torchedge.runtime.steps import DELEGATE, KERNEL, RESIZING_KERNEL, Step
 from torchedge.schema import etdump as ed
 from torchedge.serialize.debug_buffer import DebugBufferWriter, tensor_entry
@@ -63,6 +65,8 @@ class EventTracer:
         # id(handle) -> (backend, handle, instruction id, [(block, DELEGATE_CALL event)]) for each delegate
         self._delegate_calls: dict[int, tuple] = {}
         self._delegates_profiled = False
+        # instruction id of a step fused at load -> (its rule, the instructions it runs in their place)
+        self.fused_instructions: dict[int, tuple[str, tuple[int, ...]]] = {}
 
     @property
     def logs_intermediates(self) -> bool:
@@ -206,9 +210,7 @@ def _operator_event_name(operator: str) -> str:
     return "native_call_" + operator.removeprefix("aten::")
 
 
-def _traced_kernel(fn: Callable, pc: int, step: Step, tracer: EventTracer, table: list) -> Callable:
-    name = _operator_event_name(step.label)
-    ret = step.ret
+def _traced_kernel(fn: Callable, pc: int, name: str, ret: int, tracer: EventTracer, table: list) -> Callable:
     log = tracer.logs_intermediates
 
     def call(*args):
@@ -237,11 +239,17 @@ def _traced_delegate(fn: Callable, pc: int, step: Step, tracer: EventTracer) -> 
 
 
 def traced_steps(steps: list[Step], tracer: EventTracer, table: list) -> list[Step]:
-    """The same steps, with each kernel and delegate call wrapped to record its events."""
+    """The same steps, with each kernel and delegate call wrapped to record its events. A step
+    fused at load records ``fused_<rule>`` events at its instruction, and the tracer's
+    `EventTracer.fused_instructions` maps that instruction to its rule and the instructions it replaced."""
     traced = []
+    fused = replaced_instructions(steps)
+    for pc, (rule, pcs) in fused.items():
+        tracer.fused_instructions[pc] = (rule, tuple(pcs))
     for pc, step in enumerate(steps):
         if step.kind in (KERNEL, RESIZING_KERNEL):
-            fn = _traced_kernel(step.fn, pc, step, tracer, table)
+            name = f"fused_{fused[pc][0]}" if pc in fused else _operator_event_name(step.label)
+            fn = _traced_kernel(step.fn, pc, name, step.ret, tracer, table)
         elif step.kind == DELEGATE:
             fn = _traced_delegate(step.fn, pc, step, tracer)
         else:

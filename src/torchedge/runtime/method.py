@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from torchedge.errors import BackendMissingError, InputError, InvalidProgramError, KernelError, TorchEdgeError
+from torchedge.fusion.options import FusionOptions, fusion_options
 from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.portable.common import quiet_run
 from torchedge.kernels.registry import get_kernel
@@ -48,8 +49,10 @@ class Method:
     is also passed to its delegates, overriding their compile-time thread settings.
 
     ``fuse``: run groups of the program's instructions as torchedge's fused kernels where the
-    method's dataflow proves it exact (`torchedge.runtime.fusion`; never while tracing, so
-    that every event and logged output is an instruction's own).
+    method's dataflow proves it safe (`torchedge.runtime.fusion`): a level (``"none"``,
+    ``"exact"``: the bits of the unfused run, ``"all"``), a `FusionOptions` (a level and rules
+    switched off by name) or a bool (True: ``"exact"``, False: ``"none"``). A tracer records each
+    fused step as one event; one that logs every intermediate value runs unfused.
 
     ``max_backward_jumps``: how many backward jumps (loop iterations) one run may take before it
     stops with a `KernelError`, so that a corrupt loop condition cannot hang the caller.
@@ -71,7 +74,7 @@ class Method:
         num_threads: int | None = None,
         named_data: NamedDataMap | None = None,
         tracer: EventTracer | None = None,
-        fuse: bool = True,
+        fuse: bool | str | FusionOptions = True,
         lock: threading.Lock | None = None,
     ):
         self.name = plan.name
@@ -103,10 +106,11 @@ class Method:
         # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
         self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
         self._steps = [compiler.compile(pc, ins) for pc, ins in enumerate(instructions)]
-        if fuse and tracer is None and kernel_lookup is get_kernel and Dataflow.supports(self._steps, self._values):
+        rules = fusion_options(fuse).rules() if tracer is None or not tracer.logs_intermediates else []
+        if rules and kernel_lookup is get_kernel and Dataflow.supports(self._steps, self._values):
             shared = [self.memory.arena(memory_id) for memory_id in (shared_memory or {})]
             flow = Dataflow(self._steps, self._values, self._inputs, self._outputs, self.memory.arenas, shared)
-            self._steps = fuse_steps(flow)
+            self._steps = fuse_steps(flow, fusion_options(fuse))
         if tracer is not None:
             from torchedge.runtime.event_tracer import traced_steps  # tracing code loads only when used
 

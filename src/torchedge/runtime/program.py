@@ -19,6 +19,7 @@ from torchedge.serialize import deserialize_pte
 from torchedge.serialize.ptd import read_ptd
 
 if TYPE_CHECKING:
+    from torchedge.fusion.options import FusionOptions
     from torchedge.runtime.event_tracer import EventTracer
 
 __all__ = ["Program"]
@@ -82,14 +83,17 @@ class Program:
         name: str = "forward",
         max_arena_bytes: int | None = None,
         num_threads: int | None = None,
-        fuse: bool = True,
+        fuse: bool | str | FusionOptions = True,
     ) -> Method:
         """Allocate the method's planned memory and resolve its kernels and delegates.
 
         Mutable buffers start from their initial values, except state this method shares
         with another loaded method of the program (see `torchedge.runtime.shared_state`).
         ``num_threads`` overrides the program's (the runtime's) thread count for this method.
-        ``fuse=False`` runs every instruction as written (no load-time fusion: see `Method`).
+        ``fuse``: which load-time fusions run (see `Method`): ``"exact"`` (the default, also
+        ``True``: only fusions that give the bits of the instructions they replace), ``"all"``
+        (also faster ones within a stated error bound), ``"none"`` (also ``False``: every
+        instruction as written), or ``FusionOptions(level, disabled={"rule", ...})``.
         """
         plan = self._plan(name)
         if num_threads is None:
@@ -103,14 +107,14 @@ class Program:
                 return self._load_method(plan, max_arena_bytes, num_threads, fuse, lock)
 
     def _load_method(
-        self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse: bool, lock: threading.Lock | None
+        self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse, lock: threading.Lock | None
     ) -> Method:
         shared, live = self._shared_state.arenas_for(plan, max_arena_bytes)
         args = (plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data)
         if self._tracer is None:
             return Method(*args, fuse=fuse, lock=lock)
         with self._tracer.span("Method::init"):
-            return Method(*args, tracer=self._tracer, lock=lock)
+            return Method(*args, tracer=self._tracer, fuse=fuse, lock=lock)
 
     @property
     def event_tracer(self) -> EventTracer | None:

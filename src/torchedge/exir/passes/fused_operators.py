@@ -16,6 +16,7 @@ NAMESPACE = "torchedge_fused"
 _SCHEMAS = {
     "attention": "(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale)",
     "attention_interleaved": "(Tensor query, Tensor key, Tensor value, Tensor? mask, float scale)",
+    "attention_exact": "(Tensor query, Tensor key, Tensor value, Tensor? mask, float q_scale, float k_scale)",
     "conv_bn_act": "(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] padding_after, "
     "int[] dilation, int groups, Tensor? bn_weight, Tensor? bn_bias, Tensor? bn_mean, "
     "Tensor? bn_var, float eps, str activation, float low, float high)",
@@ -46,6 +47,15 @@ def _attention(query, key, value, mask, scale):
     weights = torch.softmax(scores, -1)
     weights = torch.where(torch.isneginf(scores).all(-1, keepdim=True), 0.0, weights)
     return weights @ value
+
+
+def _attention_exact(query, key, value, mask, q_scale, k_scale):
+    """`_attention` with q and kᵀ scaled apart, as the decomposition scales them."""
+    scores = (query * q_scale) @ (key.transpose(-2, -1) * k_scale)
+    if mask is not None:
+        scores = scores + mask
+    weights = torch.softmax(scores, -1)
+    return torch.where(torch.isneginf(scores).all(-1, keepdim=True), 0.0, weights) @ value
 
 
 def _attention_interleaved(query, key, value, mask, scale):
@@ -128,6 +138,7 @@ def _gru_cell(input_gates, hidden_gates, hidden, weight, step):
 _IMPLEMENTATIONS = {
     "attention": _attention,
     "attention_interleaved": _attention_interleaved,
+    "attention_exact": _attention_exact,
     "conv_bn_act": _conv_bn_act,
     "linear_act": _linear_act,
     "lstm_cell": _lstm_cell,

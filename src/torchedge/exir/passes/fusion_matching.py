@@ -1,6 +1,7 @@
 """Graph helpers the kernel-fusion matchers share: node tests, the views and expands that
-decompositions leave around a pattern, and `replace_with_fused`, which swaps a matched chain
-for one fused node."""
+decompositions leave around a pattern, `replace_with_fused`, which swaps a matched chain
+for one fused node, and the ahead-of-time adapter of `torchedge.fusion`'s rules: `FxGraph` (the
+FX graph as the pattern matcher's `Graph`) and `apply_rule`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import operator
 import torch
 
 from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.fusion.pattern import MISSING, match
+from torchedge.fusion.rules import Rule
 
 __all__ = [
     "meta_val",
@@ -24,6 +27,8 @@ __all__ = [
     "replace_with_fused_results",
     "take_over_results",
     "erase_matched",
+    "FxGraph",
+    "apply_rule",
 ]
 
 _aten = torch.ops.aten
@@ -125,3 +130,85 @@ def erase_matched(graph: torch.fx.Graph, matched: list) -> None:
 def _position(graph: torch.fx.Graph):
     order = {node: i for i, node in enumerate(graph.nodes)}
     return order.__getitem__
+
+
+class FxGraph:
+    """An FX graph as a `torchedge.fusion.pattern.Graph`: a node is a ``call_function`` node, a
+    reference is an argument as the node holds it (a node or a Python value), found by its schema
+    name (a default where the call leaves it out). Plain copies are ``view_copy`` and ``expand_copy``
+    to the input's own shape (`apply_rule` checks that nothing outside a match reads them)."""
+
+    def operator(self, node) -> str | None:
+        schema = _schema(node)
+        return None if schema is None else schema.name
+
+    def argument(self, node, name: str):
+        schema = _schema(node)
+        for position, argument in enumerate(schema.arguments):
+            if argument.name != name:
+                continue
+            if argument.kwarg_only or position >= len(node.args):
+                if name in node.kwargs:
+                    return node.kwargs[name]
+                return argument.default_value if argument.has_default_value() else MISSING
+            return node.args[position]
+        return MISSING
+
+    def producer(self, ref):
+        return ref if _schema(ref) is not None else None
+
+    def constant(self, ref):
+        return MISSING if isinstance(ref, torch.fx.Node) else ref
+
+    def copied(self, node):
+        same_shape = is_call(node, _aten.expand_copy.default) and shape_of(node) == shape_of(node.args[0])
+        return node.args[0] if same_shape or is_call(node, _aten.view_copy.default) else None
+
+    def same(self, a, b) -> bool:
+        return a is b
+
+    def shape(self, ref) -> tuple | None:
+        return shape_of(ref) if is_static(ref) else None
+
+    def dtype(self, ref) -> str | None:
+        val = meta_val(ref)
+        return str(val.dtype).removeprefix("torch.") if isinstance(val, torch.Tensor) else None
+
+
+def _schema(node):
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return None
+    return getattr(node.target, "_schema", None)
+
+
+def apply_rule(graph: torch.fx.Graph, rule: Rule, node: torch.fx.Node, target) -> bool:
+    """Apply ``rule`` at ``node`` (its pattern's root) with ``target``, the fused operator's
+    ``OpOverload``: the matched nodes become one call where only the last one's result is read
+    outside them. The copies reshaping the root's result (``view_copy``) that only lead to the
+    fused operator's result shape are taken in too."""
+    if rule.pattern is None or rule.arguments is None:
+        return False
+    found = match(rule.pattern, FxGraph(), node)
+    if found is None or not rule.guard(found) or not rule.pays(found):
+        return False
+    arguments = rule.arguments(found)
+    names = [a.name for a in target._schema.arguments]
+    if set(arguments) != set(names):
+        raise TypeError(f"rule {rule.name!r} gives {sorted(arguments)}, {target} takes {names}")
+    args = tuple(arguments[n] for n in names)
+    shape = tuple(_meta_call(target, args).shape)
+    group, last = list(found.group), node
+    while shape_of(last) != shape and is_call(only_user(last), _aten.view_copy.default):
+        last = only_user(last)
+        group.append(last)
+    if shape_of(last) != shape or any(not set(n.users) <= set(group) for n in group if n is not last):
+        return False
+    replace_with_fused(graph, last, target, args, group)
+    return True
+
+
+def _meta_call(target, args):
+    """``target`` on meta tensors of the arguments' shapes and dtypes."""
+    meta = [torch.empty(shape_of(a), dtype=meta_val(a).dtype, device="meta") if is_float_tensor(a) else a for a in args]
+    with torch.no_grad():
+        return target(*meta)

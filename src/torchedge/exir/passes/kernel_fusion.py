@@ -25,8 +25,8 @@ pay:
 * **linear_act**: ``addmm`` / ``mm`` followed (through a reshape) by ``relu``, ``gelu``
   (exact) or ``silu`` (also as ``x * sigmoid(x)``, core ATen's form) becomes
   ``torchedge_fused::linear_act``: the activation runs in place on the product, while it is
-  still in the cache, instead of reading it back from memory into a buffer of its own (vit,
-  bert, llama and the mlp measured 1-14% faster end to end).
+  still in the cache, instead of reading it back from memory into a buffer of its own (the
+  transformer models and the mlp gain end to end: see `benchmarks/`).
 * **recurrent**: each unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the step's input slice, the
   hidden projection, a split, sigmoids, tanhs, products and sums: about sixteen kernels on a
   few hundred elements) becomes ``torchedge_fused::lstm_cell`` / ``gru_cell``, bit-identical
@@ -37,9 +37,12 @@ pay:
   (`collapse_copies`): the same elements, one copy instead of several.
 
 Each fused operator has an out variant, so `OutVariantPass`, memory planning and the emitter
-treat it like any other operator; the operators are defined in `fused_operators`, each fusion's
-matcher is in its own module (`fuse_attention`, `fuse_conv`, `fuse_linear`, `fuse_recurrent`, sharing
-`fusion_matching`), and the kernels are in `torchedge.kernels.portable.fused` and `fused_recurrent`.
+treat it like any other operator; the operators are defined in `fused_operators`. Attention's
+rule is written once in `torchedge.fusion.rules` (applied here by `fusion_matching.apply_rule`
+and at load by `torchedge.runtime.fusion`); the fusions not yet converted to the pattern
+language have their matchers in their own modules (`fuse_conv`, `fuse_linear`, `fuse_recurrent`,
+`fuse_attention`'s `interleave_heads`, sharing `fusion_matching`). The kernels are in
+`torchedge.kernels.portable.fused` and `fused_recurrent`.
 """
 
 from __future__ import annotations
@@ -48,15 +51,18 @@ import torch
 
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.collapse_copies import COPIES, collapse_copies
-from torchedge.exir.passes.fuse_attention import fuse_attention, interleave_heads
+from torchedge.exir.passes.fuse_attention import interleave_heads
 from torchedge.exir.passes.fuse_conv import fuse_conv
 from torchedge.exir.passes.fuse_linear import LINEAR_ACTIVATIONS, fuse_linear
 from torchedge.exir.passes.fuse_recurrent import RECURRENT_SPLITS, fuse_recurrent
 from torchedge.exir.passes.fused_operators import fused_ops
+from torchedge.exir.passes.fusion_matching import FxGraph, apply_rule
+from torchedge.fusion.rules import RULES
 
 __all__ = ["FuseKernelsPass", "fusion_passes"]
 
 _aten = torch.ops.aten
+FX = FxGraph()
 
 
 class FuseKernelsPass(PassBase):
@@ -77,15 +83,22 @@ class FuseKernelsPass(PassBase):
         self.attention, self.conv, self.linear, self.recurrent = attention, conv, linear, recurrent
         self.copies = copies
 
+    def _on(self, rule) -> bool:
+        """Whether the switches leave the pattern rule ``rule`` on (``attention``: every attention rule)."""
+        return self.attention or "attention" not in rule.name
+
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         ops = fused_ops()
         graph = graph_module.graph
         modified = False
+        rules = [r for r in RULES if r.pattern is not None and r.fused.split("::")[1] in ops and self._on(r)]
         for node in list(graph.nodes):
             if node._erased or node.op != "call_function":
                 continue  # erased by an earlier fusion
-            if self.attention and node.target is _aten.where.self:
-                modified |= fuse_attention(graph, node, ops)
+            for rule in rules:
+                if FX.operator(node) == rule.anchor and apply_rule(graph, rule, node, ops[rule.fused.split("::")[1]]):
+                    modified = True
+                    break
         for node in list(graph.nodes):
             if node._erased or node.op != "call_function":
                 continue

@@ -4,11 +4,17 @@ A `.pte` made for ExecuTorch holds core ATen operators only: attention as sevent
 instructions, activations and paddings as instructions of their own, max pooling that writes
 indices nobody reads, heads moved by four copies. `fuse_steps` finds such groups in a loaded
 method's compiled steps and replaces each by one step, so the same file runs portable in
-ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and ship:
+ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and ship.
 
-* **attention** (`attention`): the math decomposition of ``scaled_dot_product_attention`` (q and
-  kᵀ scaled, plain copies, ``bmm``, the additive mask, ``_softmax``, the safe-softmax masking of
-  fully masked rows, ``bmm`` with the values) becomes ``torchedge_fused::attention``'s kernel;
+Which rules run is `torchedge.fusion.FusionOptions`' choice (a level, rules switched off by name);
+the rules written in the pattern language (`torchedge.fusion.rules`) are applied by `patterns`,
+the others by the walkers below, each under its rule's name:
+
+* **attention** (rules `attention`, exact, and `fast_attention`, level ``all``): the math
+  decomposition of ``scaled_dot_product_attention`` (q and kᵀ scaled, plain copies, ``bmm``, the
+  additive mask, ``_softmax``, the safe-softmax masking of fully masked rows, ``bmm`` with the
+  values) becomes ``torchedge_fused::attention_exact``'s kernel (the same bits) or, at level
+  ``all``, ``torchedge_fused::attention``'s (faster, within the bound its rule states);
 * **recurrent cells** (`recurrent`): an unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the hidden
   projection, the gates' split, sigmoids, tanhs, products and sums) becomes
   ``torchedge_fused::lstm_cell`` / ``gru_cell``'s kernel;
@@ -17,8 +23,8 @@ ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and shi
   become `inverted_residual`'s channels-last kernel;
 * **convolution blocks** (`convolutions`): zeros from a ``constant_pad_nd`` before a ``convolution``
   become its own padding, per side, and a clamp after it runs in place on its result;
-* **linear layers** (`layers`): ``addmm`` / ``mm`` and ``relu``, exact ``gelu`` or silu become
-  ``torchedge_fused::linear_act``'s kernel;
+* **linear layers** (`layers`; ``linear_act``, and ``linear_silu`` at level ``all``): ``addmm`` /
+  ``mm`` and ``relu``, exact ``gelu`` or silu become ``torchedge_fused::linear_act``'s kernel;
 * **max pooling without indices** (`layers`): ``max_pool2d_with_indices`` /
   ``max_pool3d_with_indices`` whose indices nothing reads run `max_pool_values`;
 * **chains of copies** (`copies`): consecutive ``permute_copy`` / plain copies, each reading
@@ -32,59 +38,83 @@ kernel in it is the portable library's own (not a user's replacement), and a gro
 the exact operator arguments the fused kernel computes. A result that memory planning placed
 over one of the group's inputs goes through a scratch buffer. The fused step takes the first
 step's place and the others become no-ops, so jump targets and instruction numbers stay put;
-its label names the operators it replaced.
+its label names the operators it replaced. A rule that raises is a bug and its error propagates:
+a rule that does not apply declines by returning no group.
 """
 
 from __future__ import annotations
 
-from torchedge.errors import TorchEdgeError
+from torchedge.fusion.options import FusionOptions
 from torchedge.kernels.registry import registering_module
-from torchedge.runtime.fusion.attention import fused_attention
 from torchedge.runtime.fusion.convolutions import CONVOLUTIONS, convolution_block, inverted_residual_block
 from torchedge.runtime.fusion.copies import PERMUTE, copy_chain
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.layers import LINEAR_ACTIVATIONS, linear_activation, max_pool_values_only
+from torchedge.runtime.fusion.layers import linear_activation, max_pool_values_only
 from torchedge.runtime.fusion.matching import PLAIN_COPIES
+from torchedge.runtime.fusion.patterns import pattern_rule
 from torchedge.runtime.fusion.recurrent import RECURRENT_ANCHORS, recurrent_cell
 from torchedge.runtime.steps import KERNEL, NOP, Step
 
-__all__ = ["Dataflow", "fuse_steps"]
+__all__ = ["Dataflow", "FusionOptions", "fuse_steps", "replaced_instructions"]
 
 
-def fuse_steps(flow: Dataflow) -> list[Step]:
-    """The steps of ``flow``'s method with every group it can prove safe replaced by a fused step."""
+def fuse_steps(flow: Dataflow, options: FusionOptions | None = None) -> list[Step]:
+    """The steps of ``flow``'s method with every group it can prove safe replaced by a fused step,
+    by the rules ``options`` enables (default: `FusionOptions()`)."""
     steps = list(flow.steps)
     taken: set[int] = set()
-    for labels, rule in _RULES:  # the larger groups first: attention's copies are its own
+    for rule in (options or FusionOptions()).rules():  # the larger groups first: attention's copies are its own
+        anchors, apply = _applier(rule)
         for pc, step in enumerate(flow.steps):
-            if step.kind != KERNEL or step.label not in labels or pc in taken or not _portable(step.label):
+            if step.kind != KERNEL or pc in taken or not _anchored(step.label, anchors) or not _portable(step.label):
                 continue
-            try:
-                found = rule(flow, pc)
-            except (TorchEdgeError, TypeError, ValueError, AttributeError, IndexError):
-                continue  # arguments no rule expects (a malformed program): run as written, its kernels judge them
-            for group, fused in found:
+            for group, fused in apply(flow, pc):
                 if taken.intersection(group) or not all(_portable(flow.steps[i].label) for i in group):
                     continue
                 taken.update(group)
                 first = min(group)
                 for i in group:
-                    steps[i] = Step(NOP, label=f"{flow.steps[i].label} (fused into instruction {first})")
+                    steps[i] = Step(NOP, label=f"{flow.steps[i].label} (fused into instruction {first} by {rule.name})")
                 steps[first] = fused
     return steps
+
+
+def replaced_instructions(steps: list[Step]) -> dict[int, tuple[str, list[int]]]:
+    """For each fused step of ``steps`` (from `fuse_steps`): the name of its rule and the
+    instructions it runs in their place (itself first)."""
+    replaced: dict[int, tuple[str, list[int]]] = {}
+    for pc, step in enumerate(steps):
+        if step.kind == NOP and step.label.endswith(")") and " (fused into instruction " in step.label:
+            first, _, rule = step.label.rsplit(" (fused into instruction ", 1)[1][:-1].partition(" by ")
+            replaced.setdefault(int(first), (rule, [int(first)]))[1].append(pc)
+    return replaced
 
 
 def _portable(label: str) -> bool:
     return registering_module(label).startswith("torchedge.kernels.portable.")
 
 
-# (anchor operators, rule): each rule tries the steps of its operators, the rules in this order.
-_RULES = [
-    (("aten::bmm.out",), fused_attention),
-    (RECURRENT_ANCHORS, recurrent_cell),
-    (CONVOLUTIONS, inverted_residual_block),
-    (("aten::convolution.out",), convolution_block),
-    (tuple(LINEAR_ACTIVATIONS), linear_activation),
-    (("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"), max_pool_values_only),
-    ((PERMUTE, *PLAIN_COPIES), copy_chain),
-]
+def _anchored(label: str, anchors) -> bool:
+    return label in anchors if isinstance(anchors, tuple) else label.split(".", 1)[0] == anchors
+
+
+def _applier(rule):
+    """(anchor labels, or the pattern's root operator; the function matching at an anchor step)."""
+    if rule.pattern is not None:
+        return rule.anchor, pattern_rule(rule)
+    return _WALKERS[rule.name]
+
+
+# The rules not yet written in the pattern language: (anchor operators, walker), by rule name.
+_WALKERS = {
+    "recurrent": (RECURRENT_ANCHORS, recurrent_cell),
+    "inverted_residual": (CONVOLUTIONS, inverted_residual_block),
+    "convolution_block": (("aten::convolution.out",), convolution_block),
+    "linear_act": (("aten::relu.out", "aten::gelu.out"), linear_activation),
+    "linear_silu": (("aten::mul.out",), linear_activation),
+    "max_pool_values": (
+        ("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"),
+        max_pool_values_only,
+    ),
+    "copy_chain": ((PERMUTE, *PLAIN_COPIES), copy_chain),
+}
