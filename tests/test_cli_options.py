@@ -17,7 +17,7 @@ import torch
 
 from tests.conftest import relative_error
 from tests.test_cli_mistakes import fails, usage_error
-from torchedge.cli.main import build_parser, main
+from torchedge.cli.main import main
 from torchedge.models import load_model
 from torchedge.runtime import Runtime
 from torchedge.serialize import deserialize_pte
@@ -104,12 +104,13 @@ def test_onnxruntime_backend_delegates_and_matches_eager(ort_pte):
     assert relative_error(out, eager(model, inputs)) < 1e-5
 
 
-def test_xnnpack_backend_is_listed_but_refused_clearly(capsys):
-    export_parser = build_parser()._subparsers._group_actions[0].choices["export"]
-    backend = next(a for a in export_parser._actions if a.dest == "backend")
-    assert backend.choices == ["portable", "onnxruntime", "xnnpack"]
-    line = fails(capsys, ["export", "mlp", "--backend", "xnnpack"])
-    assert "--backend xnnpack: torchedge runs XNNPACK delegates but cannot write them yet" in line
+def test_xnnpack_backend_writes_one_delegate_that_matches_eager(tmp_path, capsys):
+    path = export(tmp_path, "x.pte", "--backend", "xnnpack", model="cnn")
+    plan = deserialize_pte(open(path, "rb").read()).program.execution_plan[0]
+    assert [d.id for d in plan.delegates] == ["XnnpackBackend"]
+    model, inputs = load_model("cnn")
+    got = Runtime.get().load_program(path).load_method().execute([t.numpy() for t in inputs])
+    np.testing.assert_allclose(got[0], model(*inputs).detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("recipe", ["int8-dynamic", "8da4w"])

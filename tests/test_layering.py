@@ -26,6 +26,9 @@ RUNTIME_HALF = (
     "torchedge.backends.onnxruntime.runtime",
     "torchedge.backends.xnnpack",
 )
+# The AOT halves that live inside a runtime package: the XNNPACK backend's lowering writes payloads
+# with the runtime half's schema and codec, never the other way round.
+AOT_WITHIN_RUNTIME = ("torchedge.backends.xnnpack.aot",)
 FORBIDDEN_IN_RUNTIME = ("torch", "executorch", "torchedge.exir", "torchedge.devtools", "torchedge.models")
 ALLOWED_WALL_CROSSINGS = {
     # ATen mode exists to run programs with PyTorch's kernels; it imports torch lazily, only
@@ -106,6 +109,8 @@ def is_within(module: str, prefix: str) -> bool:
 
 
 def in_runtime_half(module: str) -> bool:
+    if any(is_within(module, prefix) for prefix in AOT_WITHIN_RUNTIME):
+        return False
     return any(is_within(module, prefix) for prefix in RUNTIME_HALF)
 
 

@@ -16,7 +16,8 @@ __all__ = ["BACKENDS", "DTYPES", "QUANTIZE_RECIPES", "ExportSettings", "cast_mod
 BACKENDS = {
     "portable": "every operator on torchedge's portable kernels (ExecuTorch's portable library on a device)",
     "onnxruntime": "delegate what ONNX Runtime runs to it (OnnxRuntimeBackend), the rest portable",
-    "xnnpack": "XNNPACK delegates (torchedge runs them but does not write them yet)",
+    "xnnpack": "delegate what XNNPACK runs (float32) to it (XnnpackBackend, as ExecuTorch's XnnpackPartitioner), "
+    "the rest portable",
 }
 DTYPES = ("float32", "float16", "bfloat16")
 QUANTIZE_RECIPES = {
@@ -40,7 +41,7 @@ class ExportSettings:
 
 
 def partitioners(backend: str) -> list | None:
-    """The partitioners of ``backend`` (None: portable); XNNPACK is an `ExportError` for now."""
+    """The partitioners of ``backend`` (None: portable)."""
     if backend == "portable":
         return None
     if backend == "onnxruntime":
@@ -48,10 +49,9 @@ def partitioners(backend: str) -> list | None:
 
         return [OnnxRuntimePartitioner()]
     if backend == "xnnpack":
-        raise ExportError(
-            "--backend xnnpack: torchedge runs XNNPACK delegates but cannot write them yet; export with "
-            "--backend portable or onnxruntime, or lower with ExecuTorch's XnnpackPartitioner (torchedge runs the .pte)"
-        )
+        from torchedge.backends.xnnpack.aot import XnnpackPartitioner
+
+        return [XnnpackPartitioner()]
     raise ExportError(f"--backend {backend}: unknown backend; choose from {', '.join(BACKENDS)}")
 
 

@@ -1,0 +1,90 @@
+"""An `XNNGraph` under construction: values, constants and nodes, then the payload bytes.
+
+Constants live in the payload, after its flatbuffer (the header's constant data section): each
+`ConstantDataOffset` gives an offset into that section and no named key, which ExecuTorch's
+XNNPACK runtime reads as it reads keyed data, so the payload needs nothing from the program's
+named data. Identical constants are stored once. Entry 0 of ``constant_data`` is the empty
+entry that means "not a constant", as in ExecuTorch's payloads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from torchedge.backends.xnnpack import schema as s
+from torchedge.backends.xnnpack.header import join_payload
+from torchedge.backends.xnnpack.payload_tables import encode_graph
+
+__all__ = ["GraphBuilder", "NODE_CLASSES", "INVALID", "FLAG_TRANSPOSE_WEIGHTS", "FLAG_KEEP_DIMS"]
+
+INVALID = s.INVALID_VALUE_ID
+FLAG_TRANSPOSE_WEIGHTS = 0x1  # XNN_FLAG_TRANSPOSE_WEIGHTS
+FLAG_KEEP_DIMS = 0x40  # XNN_FLAG_KEEP_DIMS
+_ALIGNMENT = 16  # of each constant in the constant data (ExecuTorch's CONSTANT_TENSOR_ALIGNMENT)
+NODE_CLASSES = {cls.__name__: cls for cls in s.NODE_KINDS}
+
+
+class GraphBuilder:
+    """Appends values and nodes to an `XNNGraph`; `payload()` is the delegate's bytes."""
+
+    def __init__(self) -> None:
+        self.graph = s.XNNGraph(version="0", constant_data=[_entry(0, 0)])
+        self._constant_data = bytearray()
+        self._stored: dict[bytes, int] = {}  # constant bytes -> constant_data index
+
+    def value(self, dims, data: np.ndarray | None = None) -> int:
+        """A new float32 value of shape ``dims`` (the constant ``data`` when given); its id."""
+        value_id = len(self.graph.xvalues)
+        dims = [int(d) for d in dims]
+        buffer_idx = 0 if data is None else self._store(np.ascontiguousarray(data, dtype=np.float32).tobytes())
+        tensor = s.XNNTensorValue(
+            datatype=s.XNNDatatype.xnn_datatype_fp32,
+            num_dims=len(dims),
+            dims=dims,
+            constant_buffer_idx=buffer_idx,
+            external_id=INVALID,
+            flags=0,
+            id_out=value_id,
+        )
+        self.graph.xvalues.append(s.XValue(tensor))
+        return value_id
+
+    def tensor(self, value_id: int) -> s.XNNTensorValue:
+        tensor = self.graph.xvalues[value_id].xvalue_union
+        assert isinstance(tensor, s.XNNTensorValue)
+        return tensor
+
+    def mark_external(self, value_id: int, external_id: int, output: bool) -> None:
+        """Makes a value the delegate's external input or output number ``external_id``."""
+        tensor = self.tensor(value_id)
+        tensor.external_id = external_id
+        tensor.flags |= s.VALUE_FLAG_EXTERNAL_OUTPUT if output else s.VALUE_FLAG_EXTERNAL_INPUT
+        (self.graph.output_ids if output else self.graph.input_ids).append(value_id)
+        self.graph.num_externs += 1
+
+    def node(self, kind: str, output_min_max: tuple[float, float] | None = None, **fields) -> s.XNode:
+        """Appends a node of ``kind`` (an XNodeUnion member name) with ``fields``; returns it."""
+        bounds = None if output_min_max is None else s.OutputMinMax(*map(float, output_min_max))
+        xnode = s.XNode(NODE_CLASSES[kind](**fields), 0, bounds)
+        self.graph.xnodes.append(xnode)
+        return xnode
+
+    def _store(self, data: bytes) -> int:
+        index = self._stored.get(data)
+        if index is None:
+            self._constant_data += b"\x00" * (-len(self._constant_data) % _ALIGNMENT)
+            index = len(self.graph.constant_data)
+            self.graph.constant_data.append(_entry(len(self._constant_data), len(data)))
+            self._constant_data += data
+            self._stored[data] = index
+        return index
+
+    def payload(self) -> bytes:
+        """The ``XH00`` header, the ``XN01`` flatbuffer and the constant data."""
+        return join_payload(encode_graph(self.graph), bytes(self._constant_data))
+
+
+def _entry(offset: int, size: int) -> s.ConstantDataOffset:
+    # No named key at all (an empty string would still be a present field, which ExecuTorch
+    # reads as a key to look up in the named data).
+    return s.ConstantDataOffset(offset=offset, size=size, named_key=None)

@@ -1,0 +1,274 @@
+"""Lowering an Edge partition to an XNNPACK graph: the operator registry and the walk.
+
+Each supported Edge operator has a translation (``ops_*`` modules) registered with `lowers`:
+a ``check(node, ep)`` that says whether it translates this node exactly, and a
+``translate(lw, node)`` that appends XNNPACK nodes through `Lowering`. `is_supported` (what the
+partitioner tags) and `lower_program` (what preprocess runs) use the same registry, so a tagged
+node always lowers.
+
+Layouts. XNNPACK's convolutions and poolings read and write NHWC, the Edge graph is NCHW. A
+node's result may exist in both layouts (`Lowering.get`): an NHWC consumer of an NCHW value
+gets a transpose (``XNNStaticTranspose``, perm 0,2,3,1) made once and shared, and the other way
+round; when H*W or C is 1 the two layouts hold the same bytes and the conversion is a reshape.
+Element-wise operators keep the layout of their inputs, so a chain conv -> relu -> pool stays
+NHWC; the delegate's inputs and outputs are NCHW, as ExecuTorch's are.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
+
+from torchedge.backends.xnnpack.aot.builder import GraphBuilder
+from torchedge.errors import ExportError
+from torchedge.exir.ir import constant_value
+
+__all__ = [
+    "NCHW",
+    "NHWC",
+    "Lowering",
+    "constant_array",
+    "lowers",
+    "is_supported",
+    "lower_program",
+    "TO_NHWC",
+    "TO_NCHW",
+]
+
+NCHW, NHWC = "nchw", "nhwc"
+TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+_MAX_DIMS = 6  # XNN_MAX_TENSOR_DIMS
+_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+@dataclass(frozen=True)
+class _Translation:
+    check: Callable[[torch.fx.Node, ExportedProgram], bool]
+    translate: Callable[[Lowering, torch.fx.Node], None]
+
+
+_TRANSLATIONS: dict = {}
+
+
+def lowers(*targets, check: Callable | None = None):
+    """Registers the decorated ``translate(lw, node)`` for ``targets`` (Edge operators), taking
+    the nodes ``check(node, ep)`` accepts (all, without one) among float32 static-shape nodes."""
+
+    def decorate(fn):
+        for target in targets:
+            _TRANSLATIONS[target] = _Translation(check or (lambda node, ep: True), fn)
+        return fn
+
+    return decorate
+
+
+# ----------------------------------------------------------------------------
+# What the partitioner may tag
+
+
+def _is_float_tensor(val) -> bool:
+    return (
+        isinstance(val, torch.Tensor)
+        and val.dtype == torch.float32
+        and all(isinstance(d, int) for d in val.shape)
+        and val.dim() <= _MAX_DIMS
+        and val.numel() > 0
+    )
+
+
+def _is_scalar_constant(node: torch.fx.Node, ep: ExportedProgram) -> bool:
+    """A one-element constant of another dtype (a Python scalar the compiler made a tensor, int64
+    when it was an int): the operator computes in float32, so it is used as float32."""
+    val = node.meta.get("val")
+    return (
+        isinstance(val, torch.Tensor)
+        and val.numel() == 1
+        and (val.dtype.is_floating_point or not val.dtype.is_complex)
+        and constant_placeholder(node, ep) is not None
+    )
+
+
+def constant_placeholder(node: torch.fx.Node, ep: ExportedProgram) -> torch.Tensor | None:
+    """The tensor of a parameter, buffer or lifted constant placeholder, else None."""
+    if node.op != "placeholder":
+        return None
+    for spec in ep.graph_signature.input_specs:
+        if spec.arg.name == node.name and spec.kind in _CONSTANT_KINDS and spec.target is not None:
+            if spec.kind == InputKind.BUFFER and spec.target in ep.graph_signature.buffers_to_mutate.values():
+                return None
+            return constant_value(ep, spec.target)
+    return None
+
+
+def constant_array(node, ep: ExportedProgram) -> np.ndarray | None:
+    """The value of ``node`` as a float32 array when it is a constant (a parameter, buffer or
+    lifted tensor, or a permute/view of one), else None."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    tensor = constant_placeholder(node, ep)
+    if tensor is not None:
+        return tensor.detach().to(torch.float32).contiguous().numpy()
+    if node.op == "call_function" and node.target in _FOLDABLE:
+        source = constant_array(node.args[0], ep)
+        if source is not None:
+            return _FOLDABLE[node.target](source, node)
+    return None
+
+
+def is_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
+    """Whether `lower_program` translates this call node exactly (operator, arguments, float32,
+    static shapes); ``getitem`` follows its source."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        source = node.args[0]
+        return isinstance(source, torch.fx.Node) and bool(node.args[1] == 0) and is_supported(source, ep)
+    translation = _TRANSLATIONS.get(node.target)
+    if translation is None:
+        return False
+    own = node.meta.get("val")
+    outputs = list(own) if isinstance(own, (list, tuple)) else [own]
+    if not _is_float_tensor(outputs[0]):
+        return False
+    if not all(_is_float_tensor(n.meta.get("val")) or _is_scalar_constant(n, ep) for n in node.all_input_nodes):
+        return False
+    return bool(translation.check(node, ep))
+
+
+# ----------------------------------------------------------------------------
+# The walk
+
+
+def shape(node: torch.fx.Node) -> tuple[int, ...]:
+    val = node.meta["val"]
+    if isinstance(val, (list, tuple)):
+        val = val[0]
+    return tuple(int(d) for d in val.shape)
+
+
+def permuted(dims, perm) -> list[int]:
+    return [dims[i] for i in perm]
+
+
+class Lowering:
+    """One partition's translation: the graph builder and the XNNPACK values of each node."""
+
+    def __init__(self, ep: ExportedProgram):
+        self.ep = ep
+        self.builder = GraphBuilder()
+        self.values: dict[torch.fx.Node, dict[str, int]] = {}  # node -> layout -> value id
+        self.producers: dict[int, object] = {}  # value id -> the XNode computing it
+        self.users: dict[torch.fx.Node, int] = {}
+
+    # Constants --------------------------------------------------------------
+
+    def constant(self, node) -> np.ndarray | None:
+        return constant_array(node, self.ep)
+
+    # Values -----------------------------------------------------------------
+
+    def get(self, node: torch.fx.Node, layout: str = NCHW) -> int:
+        """The id of ``node``'s value in ``layout``, converting (once) if needed."""
+        known = self.values.setdefault(node, {})
+        if layout in known:
+            return known[layout]
+        data = self.constant(node)
+        if data is not None:
+            if layout == NHWC:
+                data = data.transpose(TO_NHWC)
+            known[layout] = self.builder.value(data.shape, data)
+            return known[layout]
+        if not known:
+            raise ExportError(f"XNNPACK lowering: node '{node.name}' is read before any node computes it")
+        other = NHWC if layout == NCHW else NCHW
+        known[layout] = self.convert(known[other], shape(node), to=layout)
+        return known[layout]
+
+    def layouts(self, node: torch.fx.Node) -> dict[str, int]:
+        return self.values.get(node, {})
+
+    def convert(self, value_id: int, nchw_dims, to: str) -> int:
+        """A new value holding ``value_id`` in layout ``to`` (``nchw_dims``: the NCHW shape)."""
+        perm = TO_NHWC if to == NHWC else TO_NCHW
+        src_dims = self.builder.tensor(value_id).dims
+        out_dims = permuted(src_dims, perm)
+        out = self.builder.value(out_dims)
+        n, c, h, w = nchw_dims
+        if c == 1 or h * w == 1:  # same bytes in both layouts
+            self.builder.node("XNNStaticReshape", num_dims=4, new_shape=out_dims, input_id=value_id, output_id=out)
+        else:
+            self.builder.node("XNNStaticTranspose", num_dims=4, perm=list(perm), input_id=value_id, output_id=out)
+        return out
+
+    def output(self, node: torch.fx.Node, layout: str = NCHW, dims=None) -> int:
+        """A new value for ``node``'s result in ``layout`` (its shape permuted for NHWC)."""
+        dims = shape(node) if dims is None else dims
+        if layout == NHWC:
+            dims = permuted(dims, TO_NHWC)
+        value_id = self.builder.value(dims)
+        self.values.setdefault(node, {})[layout] = value_id
+        return value_id
+
+    def alias(self, node: torch.fx.Node, source: torch.fx.Node) -> None:
+        """``node``'s result is ``source``'s (a getitem, a fused activation)."""
+        self.values[node] = self.values[source]
+
+    def node(self, kind: str, output_min_max=None, **fields):
+        xnode = self.builder.node(kind, output_min_max, **fields)
+        output_id = fields.get("output_id")
+        if output_id is not None:
+            self.producers[output_id] = xnode
+        return xnode
+
+    def preferred_layout(self, node: torch.fx.Node) -> str:
+        """NHWC for a 4-D value that some node already computed in NHWC only."""
+        known = self.layouts(node)
+        return NHWC if NHWC in known and NCHW not in known else NCHW
+
+
+_FOLDABLE: dict = {
+    torch.ops.aten.permute_copy.default: lambda a, node: np.ascontiguousarray(a.transpose(node.args[1])),
+    torch.ops.aten.view_copy.default: lambda a, node: a.reshape(shape(node)),
+}
+
+
+def lower_program(ep: ExportedProgram) -> bytes:
+    """The XNNPACK payload of a partition's Edge program (every call node supported)."""
+    lw = Lowering(ep)
+    gm = ep.graph_module
+    constants = {n for n in gm.graph.nodes if n.op == "placeholder" and lw.constant(n) is not None}
+    inputs = [n for n in gm.graph.nodes if n.op == "placeholder" and n not in constants]
+    for index, node in enumerate(inputs):
+        value_id = lw.output(node)
+        lw.builder.mark_external(value_id, index, output=False)
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is operator.getitem:
+            lw.alias(node, node.args[0])
+            continue
+        translation = _TRANSLATIONS.get(node.target)
+        if translation is None or not is_supported(node, ep):
+            raise ExportError(f"XNNPACK lowering: node '{node.name}' ({node.target}) is not supported")
+        translation.translate(lw, node)
+    (output_node,) = [n for n in gm.graph.nodes if n.op == "output"]
+    outputs = output_node.args[0]
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    marked: set[int] = set()
+    for index, node in enumerate(outputs):
+        value_id = lw.get(node, NCHW)
+        tensor = lw.builder.tensor(value_id)
+        if value_id in marked or tensor.flags or tensor.constant_buffer_idx:
+            # Already an external value (or a constant): the output gets a copy of its own.
+            copy = lw.builder.value(tensor.dims)
+            lw.node("XNNCopy", input_id=value_id, output_id=copy, flags=0)
+            value_id = copy
+        lw.builder.mark_external(value_id, len(inputs) + index, output=True)
+        marked.add(value_id)
+    return lw.builder.payload()
