@@ -26,7 +26,7 @@ HEADER = """\
 
 Every `torchedge` command with all of its arguments, as `torchedge COMMAND --help` prints
 them. The [command-line guide](cli.md) shows them at work. `run`, `bench` (without
-`--model`), `profile`, `inspect`, `compare`, `generate` and `kernels` (without `--coverage`)
+`--model`), `profile`, `inspect`, `compare`, `generate`, `serve` and `kernels` (without `--coverage`)
 need only the runtime; `export`, `check`, `debug`, `bench --model` and `kernels --coverage`
 need `pip install 'torchedge[aot]'` and say so if torch is missing.
 

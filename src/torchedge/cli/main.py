@@ -1,4 +1,5 @@
-"""The `torchedge` command line: export, run, bench, profile, debug, inspect, compare, check, kernels, generate.
+"""The `torchedge` command line: export, run, bench, profile, debug, inspect, compare, check, kernels,
+generate, serve.
 
 `build_parser` (`torchedge.cli.parser`) declares every command and its options; `main` runs the
 chosen command and reports a user error as one line, ``torchedge <command>: error: ...``, with exit

@@ -28,6 +28,7 @@ from torchedge.cli.options import (
 )
 from torchedge.cli.profile import cmd_debug, cmd_profile
 from torchedge.cli.run import cmd_bench, cmd_run
+from torchedge.cli.serve import cmd_serve
 
 __all__ = ["USAGE_ERROR", "build_parser", "unrecognized"]
 
@@ -93,12 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchedge",
         description="The `torchedge` command line: export, run, bench, profile, debug, inspect, compare, check, "
-        "kernels, generate.",
+        "kernels, generate, serve.",
     )
     parser.add_argument("--version", action=_Version, help="print torchedge's version and exit")
     add_debug_option(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    for add in (_export, _run, _bench, _profile, _debug, _inspect, _compare, _check, _generate, _kernels):
+    for add in (_export, _run, _bench, _profile, _debug, _inspect, _compare, _check, _generate, _serve, _kernels):
         add(sub)
     for command in sub.choices.values():  # --debug after the command too, without resetting one before it
         add_debug_option(command, default=argparse.SUPPRESS)
@@ -271,6 +272,51 @@ def _generate(sub) -> None:
         help="stop at these token ids (default: the program's, else the tokenizer's, end-of-sequence ids)",
     )
     p.set_defaults(fn=cmd_generate)
+
+
+def _serve(sub) -> None:
+    p = sub.add_parser(
+        "serve", help="an OpenAI-compatible HTTP server for a .pte (chat, completions, /v1/run) on the NumPy runtime"
+    )
+    p.add_argument(
+        "pte", help="the program: a decoder-only LM .pte (as `torchedge export <name>-kv` writes) or any .pte"
+    )
+    p.add_argument(
+        "--tokenizer",
+        help="tokenizer.json of an LM (default: <stem>.tokenizer.json beside the .pte, else tokenizer.json there)",
+    )
+    p.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="a Jinja chat template, or a tokenizer_config.json holding one (default: the tokenizer_config.json's "
+        "beside the tokenizer, else a simple <|role|> template, see docs/serving.md)",
+    )
+    add_data_path_option(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    p.add_argument("--port", type=non_negative_int, default=8000, help="port to listen on (default: 8000)")
+    p.add_argument(
+        "--max-concurrency",
+        type=positive_int,
+        default=1,
+        help="requests served at once, each with its own KV cache, one thread each (default: 1)",
+    )
+    p.add_argument(
+        "--max-queue",
+        type=non_negative_int,
+        default=64,
+        help="requests that may wait for a free slot; one more gets HTTP 429 (default: 64)",
+    )
+    p.add_argument(
+        "--queue-timeout",
+        type=non_negative_float,
+        default=60.0,
+        help="seconds a request waits for a slot before HTTP 503 (default: 60)",
+    )
+    p.add_argument("--model-name", help="the model's id in the API (default: the .pte's file stem)")
+    p.add_argument(
+        "--log-level", choices=["critical", "error", "warning", "info", "debug"], default="info", help="uvicorn's"
+    )
+    p.set_defaults(fn=cmd_serve)
 
 
 def _kernels(sub) -> None:
