@@ -95,6 +95,18 @@ def print_table(headers: list[str], rows: list[list]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
+def one_thread_everywhere() -> None:
+    """torch and ExecuTorch's thread pool at one thread (torchedge's runtime uses one by default)."""
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
+    except ImportError:  # ExecuTorch is not installed: its columns are skipped
+        return
+    _unsafe_reset_threadpool(1)
+
+
 def add_json_option(parser) -> None:
     """``--json PATH``: also write the results as JSON (tools/generate_performance_page.py reads them)."""
     parser.add_argument(

@@ -70,13 +70,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     _common.add_json_option(parser)
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    try:
-        from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
-
-        _unsafe_reset_threadpool(1)
-    except ImportError:
-        pass
+    _common.one_thread_everywhere()
     rows = [bench(name, args.repeat) for name in args.models]
     _common.report(
         ["model", "interpreter ms", "portable ms", "ET+XNNPACK ms", "interp/portable", "interp/ET", "rel err"],
