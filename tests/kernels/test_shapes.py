@@ -318,6 +318,8 @@ def _fused_calls() -> list:
     h, wh = torch.randn(2, 3), torch.randn(3, 12)
     return [
         _call(fused["attention"], q, k, v, mask, 0.5),
+        _call(fused["attention_exact"], q, k, v, mask, 0.5, 0.25),
+        _call(fused["attention_exact"], q, k, v, None, 1.0, 1.0),
         _call(fused["attention_interleaved"], *(t.transpose(1, 2) for t in (q, k, v)), mask, 0.5),
         _call(fused["conv_bn_act"], x, w, None, [2, 1], [0, 1], [1, 2], [1, 1], 2, *stats, 1e-5, "relu", 0.0, 0.0),
         _call(fused["linear_act"], torch.randn(5, 7), torch.randn(7, 3), torch.randn(3), "gelu"),
