@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
@@ -36,7 +36,11 @@ class ExecutorchBackendConfig:
     segment_alignment / constant_tensor_alignment: byte alignment in the `.pte`.
     kernel_set: operator names (``"aten::add.out"``) the target runtime provides, for
       example those of a C++ ExecuTorch build; ``None`` means torchedge's own runtime.
-      Compilation fails on an operator the target lacks (``check_kernels=False`` skips it).
+      Operators the target lacks but can compute otherwise are rewritten for it first, as
+      ExecuTorch's compiler writes them (`decompositions.decompose_for_kernel_set`: with
+      ExecuTorch's kernels, ``linalg_vector_norm`` becomes abs/pow/sum/amax/amin/sqrt and copies
+      to or from complex become ``dim_order_ops::_to_dim_order_copy``); compilation fails on
+      any other operator the target lacks (``check_kernels=False`` skips that check).
     backend_set: backend ids the target runtime has; delegates to any other fail to compile.
     emit_stacktrace: write each instruction's source stack trace into the `.pte`.
     emit_mutable_buffer_names: name each mutable buffer in the `.pte` (``ExtraTensorInfo``).
@@ -63,3 +67,7 @@ class ExecutorchBackendConfig:
     run_reinplace_pass: bool = True
     fuse_kernels: bool = False
     external_constants: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.kernel_set, Iterator):  # read more than once: by decomposition and the check
+            self.kernel_set = tuple(self.kernel_set)

@@ -14,13 +14,14 @@ CompositeImplicitAutograd operators it may keep (a sixth to a quarter of a small
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
 from torch.nn.modules import linear_cross_entropy
 
-__all__ = ["decomposition_table", "cached_cia_ops"]
+__all__ = ["decomposition_table", "cached_cia_ops", "decompose_for_kernel_set"]
 
 _KEPT_WHOLE = (torch.ops.aten.take.default,)
 
@@ -129,3 +130,109 @@ def cached_cia_ops():
     finally:
         for module, function in zip(modules, saved):
             module._collect_all_valid_cia_ops = function
+
+
+# -- decompositions for a target kernel set -----------------------------------------------------
+#
+# torchedge's own runtime has kernels ExecuTorch's portable set lacks (``linalg_vector_norm``) and
+# handles dtypes some of ExecuTorch's kernels do not (``_to_copy`` to or from complex). When
+# `ExecutorchBackendConfig(kernel_set=...)` names another runtime's kernels, `decompose_for_kernel_set`
+# rewrites such calls, on the functional edge graph, into operators that set has, as ExecuTorch's
+# own compiler writes them.
+
+_aten = torch.ops.aten
+
+
+def _call(graph: torch.fx.Graph, meta: dict, target, *args, **kwargs) -> torch.fx.Node:
+    """A new node calling ``target``, its ``val`` computed on the fake values of its arguments;
+    the rest of its meta (source line, debug handle) is the replaced node's."""
+
+    def fake(a):
+        return a.meta["val"] if isinstance(a, torch.fx.Node) else a
+
+    node = graph.call_function(target, args, kwargs)
+    node.meta = {**meta, "val": target(*[fake(a) for a in args], **{k: fake(v) for k, v in kwargs.items()})}
+    return node
+
+
+def _vector_norm(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``linalg_vector_norm(x, ord, dim, keepdim, dtype)`` as abs, pow, sum, amax/amin and sqrt."""
+    names = ("self", "ord", "dim", "keepdim", "dtype")
+    defaults = {"ord": 2, "dim": None, "keepdim": False, "dtype": None}
+    bound = {**defaults, **dict(zip(names, node.args)), **node.kwargs}
+    x, order, keepdim, dtype = bound["self"], float(bound["ord"]), bool(bound["keepdim"]), bound["dtype"]
+    val = x.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.is_complex() or not val.is_floating_point() and dtype is None:
+        return None
+    dim = bound["dim"]
+    dims = [dim] if isinstance(dim, int) else list(dim) if dim else list(range(val.dim()))
+    meta = node.meta
+    if dtype is not None and dtype != val.dtype:
+        x = _call(graph, meta, _aten._to_copy.default, x, dtype=dtype)
+    if order == 0:
+        nonzero = _call(graph, meta, _aten.ne.Scalar, x, 0)
+        counted = _call(graph, meta, _aten._to_copy.default, nonzero, dtype=x.meta["val"].dtype)
+        return _call(graph, meta, _aten.sum.dim_IntList, counted, dims, keepdim)
+    if order == 2:
+        squares = _call(graph, meta, _aten.mul.Tensor, x, x)
+        total = _call(graph, meta, _aten.sum.dim_IntList, squares, dims, keepdim)
+        return _call(graph, meta, _aten.sqrt.default, total)
+    magnitude = _call(graph, meta, _aten.abs.default, x)
+    if order == float("inf"):
+        return _call(graph, meta, _aten.amax.default, magnitude, dims, keepdim)
+    if order == float("-inf"):
+        return _call(graph, meta, _aten.amin.default, magnitude, dims, keepdim)
+    if order == 1:
+        return _call(graph, meta, _aten.sum.dim_IntList, magnitude, dims, keepdim)
+    powers = _call(graph, meta, _aten.pow.Tensor_Scalar, magnitude, order)
+    total = _call(graph, meta, _aten.sum.dim_IntList, powers, dims, keepdim)
+    return _call(graph, meta, _aten.pow.Tensor_Scalar, total, 1.0 / order)
+
+
+def _complex_copy(graph: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``_to_copy`` to or from a complex dtype names its (contiguous) layout, so that it is written
+    as ``dim_order_ops::_to_dim_order_copy``, as ExecuTorch's compiler writes every copy: that
+    kernel handles complex values, ExecuTorch's ``aten::_to_copy`` does not."""
+    source, result = node.args[0].meta.get("val"), node.meta.get("val")
+    if not isinstance(result, torch.Tensor) or not isinstance(source, torch.Tensor):
+        return None
+    if not (source.is_complex() or result.is_complex()) or node.kwargs.get("memory_format") is not None:
+        return None
+    if not source.is_contiguous():
+        return None
+    return _call(
+        graph, node.meta, _aten._to_copy.default, *node.args, **node.kwargs, memory_format=torch.contiguous_format
+    )
+
+
+# operator -> (whether a kernel set calls for the rewrite, rewrite); a rewrite returns None to keep the call.
+_FOR_KERNEL_SET = {
+    _aten.linalg_vector_norm.default: (lambda names: "aten::linalg_vector_norm.out" not in names, _vector_norm),
+    _aten._to_copy.default: (lambda names: "dim_order_ops::_to_dim_order_copy.out" in names, _complex_copy),
+}
+
+
+def decompose_for_kernel_set(graph_module: torch.fx.GraphModule, kernel_set: Iterable[str] | None) -> bool:
+    """Rewrite, in place, the calls of ``graph_module`` that the kernels of ``kernel_set`` (operator
+    names such as ``"aten::add.out"``, as `ExecutorchBackendConfig.kernel_set`) cannot run into
+    operators they can; True if any changed. ``None`` (torchedge's own runtime) changes nothing.
+    """
+    if kernel_set is None:
+        return False
+    names = frozenset(kernel_set)
+    graph = graph_module.graph
+    modified = False
+    for node in list(graph.nodes):
+        entry = _FOR_KERNEL_SET.get(node.target) if node.op == "call_function" else None
+        if entry is None or not entry[0](names):
+            continue
+        with graph.inserting_before(node):
+            replacement = entry[1](graph, node)
+        if replacement is None:
+            continue
+        node.replace_all_uses_with(replacement)
+        graph.erase_node(node)
+        modified = True
+    if modified:
+        graph_module.recompile()
+    return modified

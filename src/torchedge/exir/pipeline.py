@@ -24,7 +24,7 @@ from torch.export._remove_effect_tokens_pass import _remove_effect_tokens
 
 from torchedge.errors import ExportError
 from torchedge.exir.control_flow import inherit_source_lines, run_on_sub_graphs
-from torchedge.exir.decompositions import cached_cia_ops, decomposition_table
+from torchedge.exir.decompositions import cached_cia_ops, decompose_for_kernel_set, decomposition_table
 from torchedge.exir.loadability import check_loadable, kernel_set_predicate
 from torchedge.exir.memory_planning.planning_pass import assign_specs
 from torchedge.exir.passes import OutVariantPass, RemoveAssertsPass, ShareViewsPass, ViewToCopyPass, run_passes
@@ -247,6 +247,8 @@ EDGE_STAGES = CAPTURE_STAGES + EDGE_REWRITE_STAGES
 
 def _user_and_fusion_passes(state: MethodState) -> None:
     state.graph_module = run_passes(state.graph_module, [*state.config.passes, *fusion_passes(state.config)])
+    decompose_for_kernel_set(state.graph_module, state.config.kernel_set)
+    run_on_sub_graphs(state.graph_module, lambda gm: decompose_for_kernel_set(gm, state.config.kernel_set))
 
 
 def _check_kernels(state: MethodState) -> None:

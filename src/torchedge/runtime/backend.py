@@ -49,7 +49,11 @@ class BackendInterface:
     def init(self, processed: memoryview, compile_specs: dict[str, bytes], named_data: NamedDataMap) -> Any:
         raise NotImplementedError
 
-    def execute(self, handle: Any, args: list) -> None:
+    def execute(self, handle: Any, args: list) -> dict[int, Any] | None:
+        """Run the delegate: ``args`` are its inputs, then the outputs to write into. An output
+        whose shape this run differs from its argument's (a dynamic output) is returned instead,
+        by argument position; the runtime resizes the method's tensor within its planned memory
+        and copies it there. None (or an empty dict): every output was written in place."""
         raise NotImplementedError
 
     def destroy(self, handle: Any) -> None:

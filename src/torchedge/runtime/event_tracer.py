@@ -21,13 +21,13 @@ The events follow ExecuTorch's runtime, so its `Inspector` reads torchedge's dum
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from torchedge.errors import InputError
 from torchedge.runtime.fusion import replaced_instructions
+from torchedge.runtime.pal import now_ns
 from torchedge.runtime.steps import DELEGATE, KERNEL, RESIZING_KERNEL, Step
 from torchedge.schema import etdump as ed
 from torchedge.serialize.debug_buffer import DebugBufferWriter, tensor_entry
@@ -37,7 +37,7 @@ __all__ = ["EventTracer", "DEBUG_LEVELS", "traced_steps"]
 
 DEBUG_LEVELS = ("none", "outputs", "intermediates")
 _NO_CHAIN = (1 << 64) - 1  # DebugEvent.chain_index is unsigned: -1 as ExecuTorch writes it
-_now = time.perf_counter_ns
+_now = now_ns  # the PAL clock (`torchedge.runtime.pal.set_clock`)
 
 
 class EventTracer:
@@ -232,8 +232,9 @@ def _traced_delegate(fn: Callable, pc: int, step: Step, tracer: EventTracer) -> 
 
     def call(args):
         start = _now()
-        fn(args)
+        resized = fn(args)
         tracer.delegate_call(delegate, pc, start, _now())
+        return resized
 
     return call
 

@@ -26,6 +26,7 @@ from torchedge.runtime.memory import MemoryManager
 from torchedge.runtime.method_meta import MethodMeta, TensorMeta
 from torchedge.runtime.named_data import NamedDataMap
 from torchedge.runtime.outputs import delivered, planned_output_buffers
+from torchedge.runtime.pal import run_failure
 from torchedge.runtime.steps import DELEGATE, FREE, JUMP, KERNEL, MOVE, RESIZING_KERNEL, Step, StepCompiler, truthy
 from torchedge.runtime.threads import (
     DEFAULT_NUM_THREADS,
@@ -338,7 +339,10 @@ class Method:
                         values.resize(index, shape)
                     step.fn(*[table[i] for i in step.args])
                 elif kind == DELEGATE:
-                    step.fn([table[i] for i in step.args])
+                    resized = step.fn([table[i] for i in step.args])
+                    for position, array in (resized or {}).items():  # dynamic outputs, at this run's shape
+                        values.resize(step.args[position], array.shape)
+                        np.copyto(table[step.args[position]], array)
                 elif kind == JUMP:
                     if not truthy(table[step.args[0]]):
                         if step.ret <= pc:
@@ -356,13 +360,8 @@ class Method:
                     values.set(step.args[0], None)
                 pc += 1
             self._shapes_current = self._shapes_follow_inputs
-        except TorchEdgeError as e:
-            raise type(e)(f"method '{self.name}', instruction {pc} ({steps[pc].label}): {e}") from e
-        except Exception as e:
-            raise KernelError(
-                f"method '{self.name}', instruction {pc} ({steps[pc].label}) failed on arguments "
-                f"{self._describe_args(steps[pc])}: {type(e).__name__}: {e}"
-            ) from e
+        except Exception as e:  # named, logged through the PAL, an invariant's failure aborted (`pal.run_failure`)
+            raise run_failure(self.name, pc, steps[pc].label, e, lambda: self._describe_args(steps[pc])) from e
 
     def _describe_args(self, step: Step) -> str:
         """The values a failed step received, for its error message: "value 3 (Tensor float32[2, 3]), ..."."""

@@ -6,17 +6,30 @@ of its static shape (outputs of views, such as reshapes, share their input's buf
 node becomes one step that writes its output buffer in place. A run copies the delegate call's
 inputs into their buffers, runs the steps and copies the outputs out. Values are in XNNPACK's
 layout: what the partitioner tagged channels-last is NHWC, and the graph carries the transposes.
+
+Dynamic shapes: a payload exported with dynamic dimensions gives each value its upper-bound dims,
+as ExecuTorch writes them. A call whose inputs have other shapes runs a plan laid out for those
+shapes: each node's output shape follows from its inputs' (`output_dims`: broadcasting, fully
+connected rows, reshape with its one inferred dim, concatenation, transposes, slices of whole
+dims, windows...), as XNNPACK's ``xnn_reshape_runtime`` propagates them. Plans are kept per
+input shapes (the few most recent), sharing the constants; outputs of another shape than the
+call's output arguments are handed back for the runtime to resize them (`Plan.run`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from torchedge.backends.xnnpack import schema as s
+from torchedge.backends.xnnpack.constant_data import constant_reader
+from torchedge.backends.xnnpack.node_shapes import output_dims, slice_dims
 from torchedge.backends.xnnpack.quantization import Quant, decode_quantized
 from torchedge.backends.xnnpack.registry import BUILDERS, QUANTIZED_BUILDERS
 from torchedge.errors import InvalidProgramError, KernelError
@@ -29,31 +42,78 @@ DTYPES = {
     s.XNNDatatype.xnn_datatype_fp16: np.dtype(np.float16),
     s.XNNDatatype.xnn_datatype_int32: np.dtype(np.int32),
 }
-_NO_CONSTANT = (1 << 64) - 1  # ConstantDataOffset.offset when the data is in the named data map
 
 
 @dataclass
 class Plan:
-    """What a run does: copy ``inputs`` in, run ``steps``, copy ``outputs`` out."""
+    """What a run does: copy ``inputs`` in, run ``steps``, copy ``outputs`` out.
+
+    ``resize``, when set, lays out the same graph for other input shapes (a dynamic payload);
+    such plans are kept in ``variants`` by input shapes, the most recent `MAX_VARIANTS`.
+    """
 
     inputs: list[np.ndarray]  # buffers of the external inputs, in delegate argument order
     outputs: list[np.ndarray]  # buffers of the external outputs, in delegate argument order
     steps: list[tuple[int, str, Callable]] = field(default_factory=list)  # (node index, kind, step)
+    resize: Callable[[tuple[tuple[int, ...], ...]], Plan] | None = None
+    variants: OrderedDict = field(default_factory=OrderedDict)
 
-    def run(self, args) -> None:
+    MAX_VARIANTS = 8
+
+    def run(self, args) -> dict[int, np.ndarray]:
+        """Runs the graph on ``args`` (inputs, then the outputs to write). Returns the outputs
+        whose shape differs from their argument's (inputs of dynamic dims), by argument position,
+        for the caller to resize the argument to and copy; empty when all were written in place."""
         n = len(self.inputs)
         if len(args) != n + len(self.outputs):
             raise KernelError(
                 f"XnnpackBackend: expected {n} inputs and {len(self.outputs)} outputs, got {len(args)} values"
             )
-        for buffer, arg in zip(self.inputs, args):
+        plan = self._plan_for(args[:n])
+        plan._run_steps(args[:n])
+        resized = {}
+        for k, (buffer, out) in enumerate(zip(plan.outputs, args[n:])):
+            if _same_shape(np.shape(out), buffer.shape):
+                np.copyto(out, buffer.reshape(np.shape(out)), casting="unsafe")
+            else:
+                resized[n + k] = buffer.copy()
+        return resized
+
+    def _plan_for(self, inputs) -> Plan:
+        """This plan when the inputs have its shapes (a 0-d value is [1] in XNNPACK), else the one
+        laid out for their shapes."""
+        if all(_same_shape(np.shape(a), b.shape) for a, b in zip(inputs, self.inputs)):
+            return self
+        # Inputs of the payload's elements keep its dims (a 0-d value is [1] in XNNPACK).
+        shapes = tuple(
+            b.shape if _same_shape(tuple(np.shape(a)), b.shape) else tuple(np.shape(a))
+            for a, b in zip(inputs, self.inputs)
+        )
+        plan = self.variants.get(shapes)
+        if plan is not None:
+            self.variants.move_to_end(shapes)
+            return plan
+        for shape, buffer in zip(shapes, self.inputs):
+            if shape != buffer.shape and (self.resize is None or len(shape) != buffer.ndim):
+                raise KernelError(
+                    f"XnnpackBackend: input has shape {list(shape)}, the delegate was compiled for "
+                    f"{list(buffer.shape)}"
+                    + (" (XNNPACK payloads have static shapes)" if self.resize is None else " (another rank)")
+                )
+        if self.resize is None:  # every input has its compiled shape: checked above
+            return self
+        try:
+            plan = self.resize(shapes)
+        except InvalidProgramError as error:
+            raise KernelError(f"XnnpackBackend: inputs of shapes {[list(x) for x in shapes]}: {error}") from error
+        self.variants[shapes] = plan
+        if len(self.variants) > self.MAX_VARIANTS:
+            self.variants.popitem(last=False)
+        return plan
+
+    def _run_steps(self, inputs) -> None:
+        for buffer, arg in zip(self.inputs, inputs):
             if np.shape(arg) != buffer.shape:
-                # A 0-d value is [1] in XNNPACK; anything else of another size was not compiled for.
-                if np.size(arg) != buffer.size:
-                    raise KernelError(
-                        f"XnnpackBackend: input has shape {list(np.shape(arg))}, the delegate was compiled for "
-                        f"{list(buffer.shape)} (XNNPACK payloads have static shapes)"
-                    )
                 arg = np.reshape(arg, buffer.shape)
             np.copyto(buffer, arg, casting="unsafe")
         for index, kind, step in self.steps:
@@ -61,8 +121,11 @@ class Plan:
                 step()
             except (ArithmeticError, ValueError, TypeError, IndexError) as error:
                 raise KernelError(f"XnnpackBackend: node {index} ({kind}) failed: {error}") from error
-        for buffer, out in zip(self.outputs, args[n:]):
-            np.copyto(out, buffer.reshape(out.shape), casting="unsafe")
+
+
+def _same_shape(given: tuple[int, ...], compiled: tuple[int, ...]) -> bool:
+    """Equal shapes, or the same elements in another rank (a 0-d value is [1] in XNNPACK)."""
+    return given == compiled or (len(given) != len(compiled) and math.prod(given) == math.prod(compiled))
 
 
 class NodeContext:
@@ -118,14 +181,26 @@ class _Tensor:
     dtype: np.dtype
     value: s.XNNTensorValue
     quant: Quant | None = None
+    nonbatch: int = 0  # dynamically quantized: the trailing dims each row's parameters cover
+
+    def with_dims(self, dims: tuple[int, ...]) -> _Tensor:
+        """This value at other dims; a dynamically quantized one gets parameters for its rows."""
+        quant = self.quant
+        if quant is not None and quant.dynamic:
+            rows = math.prod(dims[: len(dims) - self.nonbatch])
+            quant = dataclasses.replace(
+                quant, rows=rows, row_scale=np.ones(rows, np.float32), row_zero_point=np.zeros(rows, np.int32)
+            )
+        return dataclasses.replace(self, dims=tuple(int(d) for d in dims), quant=quant)
 
 
 class _GraphValues:
-    def __init__(self, graph: s.XNNGraph, constants):
+    def __init__(self, graph: s.XNNGraph, constants, known: dict[int, np.ndarray] | None = None):
         self.tensors: dict[int, _Tensor] = {}
         for index, xvalue in enumerate(graph.xvalues):
-            value, quant = xvalue.xvalue_union, None
+            value, quant, nonbatch = xvalue.xvalue_union, None, 0
             if isinstance(value, s.XNNQuantizedTensorValue):
+                nonbatch = getattr(value.quant_params, "num_nonbatch_dims", 0) or 0
                 value, dtype, quant = decode_quantized(index, value, constants.scales)
             elif not isinstance(value, s.XNNTensorValue):
                 raise InvalidProgramError(f"XNNPACK value {index} is empty")
@@ -138,11 +213,13 @@ class _GraphValues:
                 )
             if value.id_out in self.tensors:
                 raise InvalidProgramError(f"XNNPACK value id {value.id_out} is defined twice")
-            self.tensors[value.id_out] = _Tensor(tuple(value.dims), dtype, value, quant)
+            self.tensors[value.id_out] = _Tensor(tuple(value.dims), dtype, value, quant, nonbatch)
         self.buffers: dict[int, np.ndarray] = {}
         for value_id, tensor in self.tensors.items():
             if tensor.value.constant_buffer_idx:
-                self.buffers[value_id] = constants(value_id, tensor)
+                known_buffer = None if known is None else known.get(value_id)
+                self.buffers[value_id] = constants(value_id, tensor) if known_buffer is None else known_buffer
+        self.constant_ids = [i for i, t in self.tensors.items() if t.value.constant_buffer_idx]
 
     def tensor(self, value_id: int, ctx: NodeContext) -> _Tensor:
         tensor = self.tensors.get(value_id)
@@ -162,55 +239,6 @@ class _GraphValues:
         buffer = np.zeros(tensor.dims if shape is None else shape, tensor.dtype)
         self.define(value_id, buffer, ctx)
         return buffer
-
-
-def _constant_reader(graph: s.XNNGraph, constant_data: memoryview, named_data):
-    """``read(value_id, tensor)``: the constant's bytes as a read-only array of the tensor's shape;
-    ``read.scales(index, count)``: ``count`` float32 scales from constant ``index``."""
-
-    def read(value_id: int, tensor: _Tensor) -> np.ndarray:
-        where = f"XNNPACK value {value_id}: constant {tensor.value.constant_buffer_idx}"
-        quant = tensor.quant
-        if quant is None or not quant.packed:
-            return array(tensor.value.constant_buffer_idx, tensor.dims, tensor.dtype, where)
-        if len(tensor.dims) != 2:
-            raise InvalidProgramError(f"{where}: 4-bit values must be 2-D, not {list(tensor.dims)}")
-        rows, columns = tensor.dims
-        raw = array(tensor.value.constant_buffer_idx, (rows, (columns + 1) // 2), np.dtype(np.uint8), where)
-        values = quant.unpack(raw, columns)
-        values.flags.writeable = False
-        return values
-
-    def scales(index: int, count: int, dtype: np.dtype | None = None) -> np.ndarray:
-        dtype = np.dtype(np.float32) if dtype is None else dtype
-        return array(index, (count,), dtype, f"XNNPACK scales: constant {index}")
-
-    def array(index: int, dims: tuple[int, ...], dtype: np.dtype, where: str) -> np.ndarray:
-        if index >= len(graph.constant_data):
-            raise InvalidProgramError(f"{where} is past the {len(graph.constant_data)} entries of constant_data")
-        entry = graph.constant_data[index]
-        if entry.named_key:
-            data = named_data.get(entry.named_key)
-        elif entry.offset != _NO_CONSTANT and entry.offset + entry.size <= len(constant_data):
-            data = constant_data[entry.offset : entry.offset + entry.size]
-        else:
-            raise InvalidProgramError(
-                f"{where} at offset {entry.offset} (+{entry.size}) is outside the payload's "
-                f"{len(constant_data)} bytes of constant data"
-            )
-        if data is None:
-            raise InvalidProgramError(f"{where}: the named data has no entry {entry.named_key!r}")
-        nbytes = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
-        if len(data) < nbytes:
-            raise InvalidProgramError(f"{where} has {len(data)} bytes, its shape {list(dims)} needs {nbytes}")
-        result = np.frombuffer(data, dtype=dtype, count=nbytes // dtype.itemsize).reshape(dims)
-        if result.ctypes.data % dtype.itemsize:
-            result = result.copy()
-        result.flags.writeable = False
-        return result
-
-    read.scales = scales
-    return read
 
 
 def _externals(values: _GraphValues, ids: list[int], flag: int, what: str) -> list[int]:
@@ -245,12 +273,57 @@ def _quantized_ids(values: _GraphValues, node) -> list[int]:
     return [i for i in ids if i in values.tensors and values.tensors[i].quant is not None]
 
 
-def build_plan(graph: s.XNNGraph, constant_data: memoryview, named_data) -> Plan:
+def _follow_shapes(node, ctx: NodeContext, values: _GraphValues, payload: dict[int, tuple[int, ...]]) -> None:
+    """Gives the node's output the dims its inputs' dims make (`output_dims`) where an input's
+    dims are not its payload dims."""
+    fields = vars(node)
+    inputs = [v for k, v in fields.items() if k.endswith("_id") and not k.startswith("output")]
+    inputs = [i for i in inputs if isinstance(i, int) and i in values.tensors]
+    if all(values.tensors[i].dims == payload[i] for i in inputs):
+        return
+    output_id = fields.get("output_id")
+    if output_id not in values.tensors:
+        raise ctx.error("has inputs of dynamic shape, which this node kind does not support yet")
+
+    def dims(value_id: int) -> tuple[int, ...]:
+        return ctx.dims(value_id)
+
+    new: tuple[int, ...] | None
+    try:
+        if ctx.kind == "XNNStaticSlice":
+            new = slice_dims(node, dims(node.input_id), payload[node.input_id])
+        else:
+            new = output_dims(node, ctx.kind, dims, payload[output_id])
+    except (ValueError, IndexError, TypeError, AttributeError) as error:
+        raise ctx.error(f"cannot follow its inputs' shapes {[list(dims(i)) for i in inputs]}: {error}") from None
+    if new is None:
+        raise ctx.error(
+            f"has inputs of shapes {[list(dims(i)) for i in inputs]}, not the payload's "
+            f"{[list(payload[i]) for i in inputs]}, and dynamic shapes are not supported for this node kind yet"
+        )
+    values.tensors[output_id] = values.tensors[output_id].with_dims(new)
+
+
+def build_plan(
+    graph: s.XNNGraph,
+    constant_data: memoryview,
+    named_data,
+    input_shapes: tuple[tuple[int, ...], ...] | None = None,
+    known_constants: dict[int, np.ndarray] | None = None,
+) -> Plan:
     """Lays out values and steps for ``graph``; `InvalidProgramError` naming the node for
-    anything malformed or not supported (an unknown node kind, a quantized value...)."""
-    values = _GraphValues(graph, _constant_reader(graph, constant_data, named_data))
+    anything malformed or not supported (an unknown node kind, a quantized value...).
+
+    ``input_shapes``: the external inputs' shapes when not the payload's (dynamic dims), in
+    delegate argument order; ``known_constants``: constant buffers already read, by value id.
+    """
+    values = _GraphValues(graph, constant_reader(graph, constant_data, named_data), known_constants)
     input_ids = _externals(values, graph.input_ids, s.VALUE_FLAG_EXTERNAL_INPUT, "input")
     output_ids = _externals(values, graph.output_ids, s.VALUE_FLAG_EXTERNAL_OUTPUT, "output")
+    payload = {value_id: tensor.dims for value_id, tensor in values.tensors.items()}
+    if input_shapes is not None:
+        for value_id, shape in zip(input_ids, input_shapes):
+            values.tensors[value_id] = values.tensors[value_id].with_dims(shape)
     for value_id in input_ids:
         tensor = values.tensors[value_id]
         values.buffers[value_id] = np.zeros(tensor.dims, tensor.dtype)
@@ -265,6 +338,8 @@ def build_plan(graph: s.XNNGraph, constant_data: memoryview, named_data) -> Plan
         if build is None:
             what = f"with quantized values {quantized}" if quantized else "type"
             raise ctx.error(f"this node {what} is not supported by torchedge's XNNPACK interpreter")
+        if input_shapes is not None:
+            _follow_shapes(node, ctx, values, payload)
         step = build(node, ctx)
         output_id = getattr(node, "output_id", None)
         # A quantized output's fused clamp is applied by its builder, in the quantized domain.
@@ -278,4 +353,7 @@ def build_plan(graph: s.XNNGraph, constant_data: memoryview, named_data) -> Plan
         if buffer is None:
             raise InvalidProgramError(f"XNNPACK graph: no node computes output value {value_id}")
         plan.outputs.append(buffer)
+    if input_shapes is None:
+        known = {i: values.buffers[i] for i in values.constant_ids}
+        plan.resize = functools.partial(build_plan, graph, constant_data, named_data, known_constants=known)
     return plan

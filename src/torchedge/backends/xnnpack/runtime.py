@@ -39,8 +39,11 @@ class XnnpackBackend(BackendInterface):
         flatbuffer, constant_data = split_payload(processed)
         return build_plan(decode_graph(flatbuffer), constant_data, named_data)
 
-    def execute(self, handle: Plan, args) -> None:
-        handle.run(args)
+    def execute(self, handle: Plan, args) -> dict:  # resized outputs, see Plan.run
+        """Runs the delegate; returns the outputs whose shape differs from their argument's (a
+        payload with dynamic dims run at other shapes), by argument position, for the runtime
+        to resize those arguments to (see `Plan.run`)."""
+        return handle.run(args)
 
     def describe(self, processed) -> list[str]:
         """Nodes by kind, values, and the constants the payload holds or names."""
