@@ -1,5 +1,6 @@
-"""`torchedge export`: compile a built-in or user model to a .pte (also the first step of `check`),
-with a backend, a dtype, a quantization recipe, an ETRecord and external constants on request."""
+"""`torchedge export`: compile a built-in or user model, or a local transformers model directory, to
+a .pte (also the first step of `check`), with a backend, a dtype, a quantization recipe, an ETRecord
+and external constants on request."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 from torchedge.cli.eager import first_line, user_code
 from torchedge.cli.models import default_output, load_any_model
 from torchedge.cli.output import stage
-from torchedge.cli.recipes import ExportSettings, cast_model, partitioners, quantize_model
+from torchedge.cli.recipes import QLINEAR_TO_QUANTIZE, ExportSettings, cast_model, partitioners, quantize_model
 from torchedge.errors import ExportError, TorchEdgeError
 
 __all__ = ["compile_model", "cmd_export"]
@@ -32,7 +33,7 @@ def _check_dynamic(dynamic: list, inputs: list) -> None:
 def _prepared_model(model_name: str, dynamic: list, settings: ExportSettings):
     """The model and example inputs, cast to the dtype and quantized as ``settings`` say."""
     stage(f"building model '{model_name}'")
-    model, inputs = load_any_model(model_name)
+    model, inputs = load_any_model(model_name, max_seq_len=settings.max_seq_len)
     inputs = list(inputs)
     _check_dynamic(dynamic, inputs)
     from torchedge.devtools.dynamic_inputs import resize_along
@@ -78,20 +79,42 @@ def compile_model(model_name: str, dynamic: list | None = None, settings: Export
 
 
 def _settings(args) -> ExportSettings:
+    backend, quantize = args.backend, args.quantize
+    recipe = getattr(args, "recipe", None)
+    if recipe:  # optimum-executorch's name for the backend
+        if backend not in ("portable", recipe):
+            raise TorchEdgeError(f"--recipe {recipe} and --backend {backend}: give one of the two")
+        backend = recipe
+    qlinear = getattr(args, "qlinear", None)
+    if qlinear:  # optimum-executorch's name for the quantization recipe
+        mapped = QLINEAR_TO_QUANTIZE[qlinear]
+        if mapped is None:
+            available = ", ".join(k for k, v in QLINEAR_TO_QUANTIZE.items() if v)
+            raise ExportError(f"--qlinear {qlinear}: torchedge has no such recipe yet; use one of {available}")
+        if quantize not in (None, mapped):
+            raise TorchEdgeError(f"--qlinear {qlinear} and --quantize {quantize}: give one of the two")
+        quantize = mapped
     return ExportSettings(
-        backend=args.backend,
-        quantize=args.quantize,
-        group_size=args.group_size,
+        backend=backend,
+        quantize=quantize,
+        group_size=getattr(args, "qlinear_group_size", None) or args.group_size,
         dtype=args.dtype,
         etrecord=args.etrecord,
         external_constants=args.external_constants,
+        max_seq_len=getattr(args, "max_seq_len", None),
     )
 
 
 def cmd_export(args) -> int:
     settings = _settings(args)
+    if os.path.isdir(args.model):
+        return _export_directory(args, settings)
     if args.model.endswith("-kv"):
         return _export_kv_cache_model(args, settings)
+    if settings.max_seq_len:
+        raise TorchEdgeError(
+            f"--max-seq-len does not apply to '{args.model}': it applies to a model directory or a *-kv model"
+        )
     model, inputs, program = compile_model(args.model, args.dynamic, settings)
     out = args.output or default_output(args.model)
     program.save(out)
@@ -144,7 +167,7 @@ def _export_kv_cache_model(args, settings: ExportSettings) -> int:
 
     _refuse_for_kv_cache_model(args.model, args.dynamic, settings)
     stage(f"building '{args.model}' and exporting it with a static KV cache")
-    exported = load_kv_cache_model(args.model)
+    exported = load_kv_cache_model(args.model, settings.max_seq_len or 128)
     stage("to_edge, to_executorch (forward prefills, decode takes one token; they share the cache)")
     program = compile_causal_lm(exported)
     out = args.output or f"{args.model}.pte"
@@ -174,4 +197,77 @@ def _refuse_for_kv_cache_model(name: str, dynamic, settings: ExportSettings) -> 
     if given:
         raise TorchEdgeError(
             f"{', '.join(given)}: not available for the KV-cache model '{name}' yet (it exports portable, float32)"
+        )
+
+
+def _export_directory(args, settings: ExportSettings) -> int:
+    """A local transformers model directory: the task from its config; the tokenizer beside the .pte."""
+    from torchedge.models.hf_directory import read_directory, write_tokenizer
+
+    stage(f"reading '{args.model}'")
+    directory = read_directory(args.model)
+    out = args.output or default_output(args.model)
+    if directory.task == "text-generation":
+        program = _compile_directory_lm(directory, args.dynamic, settings)
+    else:
+        stage(f"{directory.architecture}: {directory.task}, exported as forward(input_ids, attention_mask)")
+        _, _, program = compile_model(args.model, args.dynamic, settings)
+    program.save(out)
+    tokenizer = f"{os.path.splitext(out)[0]}.tokenizer.json"
+    how = write_tokenizer(directory.path, tokenizer)
+    written = f" and {tokenizer} ({how} from the directory)" if how else f"; '{args.model}' has no tokenizer to write"
+    print(f"wrote {out} ({len(program.buffer):,} bytes{_delegated(program, settings.backend)}){written}")
+    return 0
+
+
+def _compile_directory_lm(directory, dynamic, settings: ExportSettings):
+    """A decoder-only LM of a directory: one ``forward(input_ids [1, T], cache_position [T])``, T dynamic,
+    over a static cache, and ExecuTorch's LLM metadata methods, as ExecuTorch's own LLM export writes.
+
+    No one-token ``decode`` method beside it (the built-in *-kv models have one): ExecuTorch's
+    ``TextLLMRunner`` runs ``decode`` when a program has it, in a Module that does not share the
+    cache between methods, so decoding would not see the prompt's cache.
+    """
+    from torchedge.models.causal_lm import compile_causal_lm, export_causal_lm
+    from torchedge.models.hf_directory import load_causal_lm
+
+    if dynamic:
+        raise TorchEdgeError(f"--dynamic does not apply to '{directory.path}': its sequence length is already dynamic")
+    for flag, used in (("--etrecord", settings.etrecord), ("--external-constants", settings.external_constants)):
+        if used:
+            raise TorchEdgeError(f"{flag}: not available for a text-generation model directory yet")
+    partitioner = partitioners(settings.backend)  # an unwritable backend fails before any work
+    stage(f"{directory.architecture}: text generation; loading it ({settings.dtype})")
+    model, max_cache_len = load_causal_lm(directory, settings.dtype, settings.max_seq_len)
+    if settings.quantize:
+        stage(f"quantizing ({settings.quantize})")
+        model = quantize_model(model, settings.quantize, settings.group_size)
+    stage(f"exporting with a static KV cache of {max_cache_len} positions")
+    try:
+        exported = export_causal_lm(model, max_cache_len)
+    except TorchEdgeError:
+        raise
+    except Exception as e:  # torch.export's refusal of the model's code
+        raise ExportError(f"torch.export.export failed: {type(e).__name__}: {first_line(e)}") from e
+    lowering = f", delegating to {settings.backend}" if partitioner else ""
+    stage(f"to_edge{lowering}, to_executorch (forward takes 1 to {max_cache_len} tokens per call)")
+    program = compile_causal_lm(exported, partitioner=partitioner)
+    if partitioner:
+        _check_tokens_per_call(program, max_cache_len, settings.backend)
+    return program
+
+
+def _check_tokens_per_call(program, max_cache_len: int, backend: str) -> None:
+    """``forward`` still takes up to ``max_cache_len`` tokens after delegation (a lowering that fixes
+    the example's size would make a program that cannot decode one token)."""
+    from torchedge.runtime import Runtime
+
+    meta = Runtime.get().load_program(program.buffer).metadata("forward").input_tensor_meta(0)
+    lowest = getattr(meta, "min_shape", None)  # None: no lower bound recorded (0)
+    if tuple(meta.shape) != (1, max_cache_len) or (lowest is not None and tuple(lowest)[1] > 1):
+        fixed = list(meta.shape) if lowest is None else f"{list(lowest)} to {list(meta.shape)}"
+        raise ExportError(
+            f"--recipe {backend}: delegating made forward's input_ids {fixed} instead of [1, 1] to "
+            f"[1, {max_cache_len}]: the {backend} lowering does not keep the dynamic sequence length; "
+            "export with --recipe portable"
         )

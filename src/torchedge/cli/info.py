@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torchedge.cli.loading import check_data_paths, check_program_path
 from torchedge.cli.output import stage
+from torchedge.errors import TorchEdgeError
 
 __all__ = ["cmd_inspect", "cmd_kernels"]
 
@@ -21,7 +22,14 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_kernels(args) -> int:
-    """List the registered kernels, or the core-ATen coverage of the portable library."""
+    """List the registered kernels, the core-ATen coverage of the portable library, or (``--oplist``)
+    the operators programs need as ExecuTorch's selected-operators YAML."""
+    if getattr(args, "oplist", None):
+        from torchedge.cli.oplist import cmd_oplist
+
+        return cmd_oplist(args.oplist, args.output)
+    if getattr(args, "output", None):
+        raise TorchEdgeError("--output goes with --oplist")
     if not (args.coverage or args.dtypes):
         from torchedge.kernels.registry import registered_operators
 

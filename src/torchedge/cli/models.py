@@ -37,8 +37,10 @@ def _user_module(source: str, name: str):
         raise ExportError(f"model '{name}': '{source}' is neither a file nor an importable module") from None
 
 
-def load_any_model(name: str, seed: int = 0):
-    """``(model, example_inputs)`` of a built-in model, or of ``path/to/file.py:factory`` / ``module:factory``.
+def load_any_model(name: str, seed: int = 0, max_seq_len: int | None = None):
+    """``(model, example_inputs)`` of a built-in model, of ``path/to/file.py:factory`` / ``module:factory``,
+    or of a local transformers model directory (``forward(input_ids, attention_mask)`` over
+    ``max_seq_len`` tokens, `torchedge.models.hf_directory.load_plain_model`).
 
     A missing factory, a factory that returns something else than ``(model, example_inputs)``
     and an exception raised in the user's code are `TorchEdgeError`s with a one-line message.
@@ -47,6 +49,10 @@ def load_any_model(name: str, seed: int = 0):
 
     from torchedge.models import MODEL_NAMES, load_model
 
+    if os.path.isdir(name):
+        from torchedge.models.hf_directory import load_plain_model, read_directory
+
+        return load_plain_model(read_directory(name), max_seq_len)
     if name in MODEL_NAMES or ":" not in name:
         return load_model(name, seed)  # a built-in, or an unknown name: its ExportError lists the built-ins
     source, factory_name = name.rsplit(":", 1)
@@ -89,7 +95,10 @@ def load_any_model(name: str, seed: int = 0):
 
 def default_output(name: str, suffix: str = ".pte") -> str:
     """``<name>.pte`` for a built-in, ``<stem>.pte`` for ``path/to/<stem>.py:factory``, ``<last>.pte``
-    for ``package.<last>:factory`` (the file or module, not the factory: ``make.pte`` says nothing)."""
+    for ``package.<last>:factory`` (the file or module, not the factory: ``make.pte`` says nothing),
+    ``<directory's name>.pte`` for a model directory."""
+    if os.path.isdir(name):
+        return f"{os.path.basename(os.path.normpath(os.path.abspath(name)))}{suffix}"
     if ":" not in name:
         return f"{name}{suffix}"
     source = name.rsplit(":", 1)[0]

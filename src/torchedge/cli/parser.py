@@ -111,17 +111,51 @@ def _export(sub) -> None:
     p.add_argument(
         "model",
         help=f"{_MODEL_HELP}, or a decoder-only LM with a KV cache (llama-kv, gpt2-kv, qwen2-kv, phi3-kv, "
-        "phi-kv, gemma-kv: also writes <output>.tokenizer.json)",
+        "phi-kv, gemma-kv: also writes <output>.tokenizer.json), or a local transformers model directory "
+        "(config.json, weights, tokenizer files: what save_pretrained writes; the task comes from its config: "
+        "a decoder-only LM exports with a KV cache for the LLM runners, a masked LM, sequence classifier or "
+        "encoder as forward(input_ids, attention_mask); its tokenizer is written to <output>.tokenizer.json)",
     )
     p.add_argument(
         "-o",
         "--output",
         help="output .pte path (default: <name>.pte, <name> the built-in's name, the file's stem of "
-        "path/to/file.py:factory, the last component of module:factory)",
+        "path/to/file.py:factory, the last component of module:factory, the directory's name)",
     )
     add_dynamic_option(p)
     add_export_options(p)
+    _export_llm_options(p)
     p.set_defaults(fn=cmd_export)
+
+
+def _export_llm_options(p) -> None:
+    """optimum-executorch's names for `export`'s options (``--recipe``, ``--qlinear``) and the LM's cache size."""
+    from torchedge.cli.recipes import BACKENDS, QLINEAR_RECIPES
+
+    p.add_argument(
+        "--recipe",
+        choices=list(BACKENDS),
+        help="as optimum-executorch's --recipe: the same as --backend (give one of the two)",
+    )
+    qlinear = "; ".join(f"{name}: {what}" for name, what in QLINEAR_RECIPES.items())
+    p.add_argument(
+        "--qlinear",
+        metavar="SCHEME",
+        choices=list(QLINEAR_RECIPES),
+        help=f"as optimum-executorch's --qlinear, quantize every nn.Linear (needs torchao): {qlinear}",
+    )
+    p.add_argument(
+        "--qlinear-group-size",
+        type=positive_int,
+        help="with --qlinear 8da4w: input features per group (default: --group-size, 32)",
+    )
+    p.add_argument(
+        "--max-seq-len",
+        type=positive_int,
+        help="a decoder-only LM (a model directory, a *-kv built-in): positions in its KV cache (default: 128, "
+        "at most the model's max_position_embeddings); a model directory's masked LM, classifier or encoder: "
+        "tokens per call (default: 32)",
+    )
 
 
 def _run(sub) -> None:
@@ -320,11 +354,21 @@ def _serve(sub) -> None:
 
 
 def _kernels(sub) -> None:
-    p = sub.add_parser("kernels", help="registered kernels; core-ATen coverage of the portable library")
+    p = sub.add_parser(
+        "kernels", help="registered kernels; core-ATen coverage of the portable library; a programs' operator list"
+    )
     p.add_argument("--coverage", action="store_true", help="every core ATen operator: covered or missing")
     p.add_argument(
         "--dtypes",
         action="store_true",
         help="with --coverage: the dtypes whose kernel matches eager on OpInfo samples (slower)",
     )
+    p.add_argument(
+        "--oplist",
+        nargs="+",
+        metavar="PTE",
+        help="the operators (and dtypes) these programs need, as ExecuTorch's selected-operators YAML "
+        "(selective build; Runtime.get(kernels=YAML); ExecutorchBackendConfig(kernel_set=...))",
+    )
+    p.add_argument("-o", "--output", metavar="YAML", help="with --oplist: write the YAML here (default: stdout)")
     p.set_defaults(fn=cmd_kernels)

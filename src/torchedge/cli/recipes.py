@@ -11,7 +11,16 @@ from dataclasses import dataclass
 
 from torchedge.errors import ExportError
 
-__all__ = ["BACKENDS", "DTYPES", "QUANTIZE_RECIPES", "ExportSettings", "cast_model", "partitioners", "quantize_model"]
+__all__ = [
+    "BACKENDS",
+    "DTYPES",
+    "QLINEAR_RECIPES",
+    "QUANTIZE_RECIPES",
+    "ExportSettings",
+    "cast_model",
+    "partitioners",
+    "quantize_model",
+]
 
 BACKENDS = {
     "portable": "every operator on torchedge's portable kernels (ExecuTorch's portable library on a device)",
@@ -25,6 +34,21 @@ QUANTIZE_RECIPES = {
     "(torchao Int8DynamicActivationIntxWeightConfig), for every nn.Linear",
     "8da4w": "int4 weights in groups of --group-size input features, int8 activations quantized per token "
     "at run time (torchao), for every nn.Linear",
+    "int8-weight": "int8 weights per output channel, activations left in floating point (torchao "
+    "IntxWeightOnlyConfig), for every nn.Linear",
+}
+# optimum-executorch's --qlinear names -> the --quantize recipe (None: none in torchedge yet)
+QLINEAR_TO_QUANTIZE: dict[str, str | None] = {
+    "8da4w": "8da4w",
+    "8da8w": "int8-dynamic",
+    "8w": "int8-weight",
+    "4w": None,
+}
+QLINEAR_RECIPES = {
+    "8da4w": "int4 weights in groups, int8 dynamic activations (--quantize 8da4w)",
+    "8da8w": "int8 weights per channel, int8 dynamic activations (--quantize int8-dynamic)",
+    "8w": "int8 weights per channel, float activations (--quantize int8-weight)",
+    "4w": "int4 weight-only: not available in torchedge yet (an error)",
 }
 
 
@@ -38,6 +62,7 @@ class ExportSettings:
     dtype: str = "float32"
     etrecord: str | None = None
     external_constants: bool = False
+    max_seq_len: int | None = None  # a decoder-only LM's cache positions (a plain model's tokens per call)
 
 
 def partitioners(backend: str) -> list | None:
@@ -90,11 +115,13 @@ def quantize_model(model, recipe: str, group_size: int):
 def _config(recipe: str, group_size: int):
     import torch
     from torchao.quantization.granularity import PerAxis, PerGroup
-    from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig
+    from torchao.quantization.quant_api import Int8DynamicActivationIntxWeightConfig, IntxWeightOnlyConfig
 
     if recipe == "int8-dynamic":
         return Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int8, weight_granularity=PerAxis(0))
     if recipe == "8da4w":
         int4 = torch.int4  # type: ignore[attr-defined]  # torch declares it at run time only
         return Int8DynamicActivationIntxWeightConfig(weight_dtype=int4, weight_granularity=PerGroup(group_size))
+    if recipe == "int8-weight":
+        return IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0))
     raise ExportError(f"--quantize {recipe}: unknown recipe; choose from {', '.join(QUANTIZE_RECIPES)}")

@@ -53,8 +53,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from torchedge.errors import OperatorMissingError
@@ -71,6 +72,8 @@ __all__ = [
     "has_shape_function",
     "output_shapes",
     "shape_operators",
+    "KernelList",
+    "read_selected_operators",
 ]
 
 
@@ -190,3 +193,92 @@ def shape_operators() -> list[str]:
     """Every operator name that has a shape function, sorted."""
     _ensure_portable_loaded()
     return sorted(name for name, traits in _TRAITS.items() if traits.shape is not None)
+
+
+def read_selected_operators(path) -> list[str] | None:
+    """The operator names of an ExecuTorch selected-operators YAML file (``torchedge kernels
+    --oplist``, ExecuTorch's ``gen_oplist``): the keys of its ``operators`` mapping, or None when
+    it sets ``include_all_operators: true`` (every operator). Parsed with PyYAML when installed,
+    else by reading the ``operators:`` block of the block-style YAML those tools write."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise OperatorMissingError(f"cannot read the operator list '{os.fspath(path)}': {e.strerror or e}") from None
+    try:
+        import yaml  # optional at run time: the fallback reads what the tools write
+    except ImportError:
+        document = _read_block_yaml(text)
+    else:
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise OperatorMissingError(f"'{os.fspath(path)}' is not YAML: {e}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("operators", {}), (dict, list, type(None))):
+        raise OperatorMissingError(
+            f"'{os.fspath(path)}' is not a selected-operators file: expected a mapping with an 'operators' mapping"
+        )
+    if document.get("include_all_operators") is True:
+        return None
+    return sorted(str(name) for name in document.get("operators") or {})
+
+
+def _read_block_yaml(text: str) -> dict:
+    """The ``include_all_operators`` flag and ``operators`` keys of block-style YAML (no PyYAML)."""
+    document: dict = {"operators": {}}
+    section = None
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            key, _, value = line.partition(":")
+            section = key.strip()
+            if section == "include_all_operators":
+                document[section] = value.strip().lower() == "true"
+        elif section == "operators" and line.startswith("  ") and not line[2].isspace() and line.rstrip().endswith(":"):
+            document["operators"][line.strip()[:-1].strip("'\"")] = {}
+    return document
+
+
+class KernelList:
+    """The operators a runtime is restricted to (`Runtime.get(kernels=[...])`): a list of names
+    (``"aten::add.out"``) or the path of a selected-operators YAML file (`read_selected_operators`).
+    ``lookup`` resolves the kernels of the listed operators; others are refused by name."""
+
+    def __init__(self, operators: Iterable[str] | str | os.PathLike, lookup: Callable[[str], Kernel] = get_kernel):
+        if isinstance(operators, (str, os.PathLike)):
+            names = read_selected_operators(operators)
+            self.source = f"the operator list '{os.fspath(operators)}'"
+        else:
+            names = [str(name) for name in operators]
+            self.source = "the runtime's kernel list"
+        self.operators: frozenset[str] | None = None if names is None else frozenset(names)
+        self._lookup = lookup
+
+    def allows(self, op_name: str) -> bool:
+        return self.operators is None or op_name in self.operators
+
+    def missing(self, op_names: Iterable[str]) -> list[str]:
+        """The operators among ``op_names`` the list leaves out, sorted."""
+        return sorted({name for name in op_names if not self.allows(name)})
+
+    def describe(self) -> str:
+        if self.operators is None:
+            return f"{self.source} (every operator)"
+        shown = sorted(self.operators)
+        more = f", ... ({len(shown)} in all)" if len(shown) > 12 else ""
+        return f"{self.source} ({', '.join(shown[:12]) or 'no operators'}{more})"
+
+    def check(self, method: str, op_names: Iterable[str]) -> None:
+        """Raise `OperatorMissingError` naming the operators ``method`` needs beyond the list."""
+        missing = self.missing(op_names)
+        if missing:
+            raise OperatorMissingError(
+                f"method '{method}' needs operator(s) {', '.join(repr(m) for m in missing)}, "
+                f"which are not in {self.describe()}"
+            )
+
+    def __call__(self, op_name: str) -> Kernel:
+        if not self.allows(op_name):
+            raise OperatorMissingError(f"operator '{op_name}' is not in {self.describe()}")
+        return self._lookup(op_name)

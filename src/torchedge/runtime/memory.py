@@ -13,10 +13,14 @@ import os
 
 import numpy as np
 
-from torchedge.errors import InvalidProgramError, MemoryPlanError
+from torchedge.errors import InputError, InvalidProgramError, MemoryPlanError
 from torchedge.kernels.allocator import aligned_bytes
 
-__all__ = ["MemoryManager"]
+__all__ = ["MemoryManager", "caller_arenas", "caller_buffer", "ARENA_ALIGNMENT"]
+
+# A caller's arena must start on this boundary: planned offsets are aligned for their dtypes
+# (at most 16 bytes, complex128) relative to the arena's start.
+ARENA_ALIGNMENT = 16
 
 
 MAX_BYTES_VARIABLE = "TORCHEDGE_MAX_ARENA_BYTES"
@@ -109,6 +113,7 @@ class MemoryManager:
         ]
         self.max_runtime_bytes = max_arena_bytes
         self.runtime_bytes = 0
+        self.runtime_allocator = None  # the caller's ``allocator(nbytes)`` for run-time allocations
 
     def allocate(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """Runtime allocation for a data-dependent output, bounded by ``max_runtime_bytes``."""
@@ -118,7 +123,11 @@ class MemoryManager:
                 f"runtime allocation of {nbytes} bytes for shape {list(shape)} would exceed "
                 f"the limit of {self.max_runtime_bytes} bytes"
             )
-        buffer = allocate_bytes(nbytes, f"runtime allocation of shape {list(shape)} ({dtype})")
+        what = f"runtime allocation of shape {list(shape)} ({dtype})"
+        if self.runtime_allocator is None:
+            buffer = allocate_bytes(nbytes, what)
+        else:
+            buffer = caller_buffer(self.runtime_allocator(nbytes), nbytes, what, dtype.itemsize)
         self.runtime_bytes += nbytes
         return buffer.view(dtype).reshape(shape)  # aligned, as NumPy's own allocations are not always
 
@@ -137,3 +146,75 @@ class MemoryManager:
     @property
     def planned_bytes(self) -> int:
         return sum(a.nbytes for a in self.arenas)
+
+
+def caller_buffer(buffer, nbytes: int, what: str, alignment: int = ARENA_ALIGNMENT) -> np.ndarray:
+    """The first ``nbytes`` of a caller's memory as a writable 1-D uint8 array, without a copy.
+
+    ``buffer``: a C-contiguous uint8 NumPy array (a ``np.memmap`` too) or a writable object with
+    the buffer protocol (``bytearray``, ``mmap.mmap``, ``memoryview``). Raises `InputError` for
+    anything else (read-only, another dtype, not contiguous, not ``alignment``-aligned) and
+    `MemoryPlanError` when it is smaller than ``nbytes``."""
+    if not isinstance(buffer, np.ndarray):
+        try:
+            buffer = np.frombuffer(buffer, np.uint8)
+        except (TypeError, ValueError):
+            raise InputError(
+                f"{what}: expected a writable uint8 NumPy array or buffer, got {type(buffer).__name__}"
+            ) from None
+    if buffer.dtype != np.uint8:
+        raise InputError(f"{what}: expected a uint8 array, got dtype {buffer.dtype} (view it as uint8)")
+    if not buffer.flags.writeable:
+        raise InputError(f"{what}: expected writable memory, got a read-only {type(buffer).__name__}")
+    if not buffer.flags.c_contiguous:
+        raise InputError(f"{what}: expected contiguous memory, got a strided array")
+    buffer = buffer.reshape(-1)
+    if buffer.nbytes < nbytes:
+        raise MemoryPlanError(f"{what}: the plan needs {nbytes} bytes, the memory given has {buffer.nbytes}")
+    if nbytes and buffer.ctypes.data % alignment:
+        raise InputError(
+            f"{what}: memory must start on a {alignment}-byte boundary, got an address "
+            f"{buffer.ctypes.data % alignment} bytes past one "
+            "(torchedge.kernels.allocator.aligned_bytes makes aligned arrays)"
+        )
+    return buffer[:nbytes]
+
+
+def caller_arenas(planned_sizes, planned_memory, owned_by_program=()) -> dict[int, np.ndarray]:
+    """The caller's arenas by 1-based memory id, checked against ``planned_sizes``.
+
+    ``planned_memory``: one buffer per planned memory id, in id order (``None``: the runtime
+    allocates that one), a dict ``{memory_id: buffer}``, or an allocator
+    ``allocate(memory_id, nbytes) -> buffer`` called once per id. ``owned_by_program``: ids
+    holding state the program shares between methods, which it keeps in its own memory."""
+    ids = range(1, len(planned_sizes) + 1)
+    owned = set(owned_by_program)
+    if callable(planned_memory):
+        given = {m: planned_memory(m, planned_sizes[m - 1]) for m in ids if m not in owned}
+    elif isinstance(planned_memory, dict):
+        given = dict(planned_memory)
+    elif isinstance(planned_memory, (list, tuple)):
+        if len(planned_memory) != len(planned_sizes):
+            raise InputError(
+                f"planned_memory: the method plans {len(planned_sizes)} memory id(s) "
+                f"(sizes {list(planned_sizes)}), got {len(planned_memory)} buffer(s)"
+            )
+        given = dict(zip(ids, planned_memory))
+    else:
+        raise InputError(
+            "planned_memory: expected a list of buffers (one per memory id), a dict {memory_id: buffer} "
+            f"or an allocator(memory_id, nbytes), got {type(planned_memory).__name__}"
+        )
+    arenas = {}
+    for memory_id, buffer in given.items():
+        if buffer is None:
+            continue
+        if memory_id not in ids:
+            raise InputError(f"planned_memory: the method plans memory ids 1..{len(planned_sizes)}, got id {memory_id}")
+        if memory_id in owned:
+            raise InputError(
+                f"planned_memory: memory id {memory_id} holds state the program's methods share; "
+                "the program keeps it in its own memory (pass None for it)"
+            )
+        arenas[memory_id] = caller_buffer(buffer, planned_sizes[memory_id - 1], f"planned memory id {memory_id}")
+    return arenas

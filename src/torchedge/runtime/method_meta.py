@@ -15,9 +15,19 @@ import numpy as np
 
 from torchedge.errors import InvalidProgramError
 from torchedge.runtime.tensor_view import dtype_of
-from torchedge.schema.program import Bool, Double, Int, String, Tensor, TensorShapeDynamism
+from torchedge.schema.program import (
+    Bool,
+    Double,
+    Int,
+    KernelCall,
+    OptionalTensorList,
+    String,
+    Tensor,
+    TensorList,
+    TensorShapeDynamism,
+)
 
-__all__ = ["MethodMeta", "TensorMeta", "input_minimums_key", "encode_input_minimums"]
+__all__ = ["MethodMeta", "TensorMeta", "input_minimums_key", "encode_input_minimums", "operator_kernel_keys"]
 
 _SCALAR_TYPES = {Int: int, Double: float, Bool: bool, String: str}
 
@@ -88,6 +98,53 @@ class MethodMeta:
 
     def input_tensor_meta(self, position: int) -> TensorMeta:
         return self.inputs[position]
+
+    # ExecuTorch's names: the caller sizes its own memory for `Program.load_method(planned_memory=...)`.
+    def num_memory_planned_buffers(self) -> int:
+        """How many planned memory ids the method has (ids 1..n)."""
+        return len(self.planned_buffer_sizes)
+
+    def memory_planned_buffer_size(self, index: int) -> int:
+        """The bytes planned memory id ``index + 1`` needs (``index`` counts from 0, as ExecuTorch's does)."""
+        if not 0 <= index < len(self.planned_buffer_sizes):
+            raise IndexError(
+                f"method '{self.name}' has {len(self.planned_buffer_sizes)} planned buffer(s), no index {index}"
+            )
+        return self.planned_buffer_sizes[index]
+
+
+def operator_kernel_keys(plan) -> dict[str, set[str]]:
+    """Each operator a plan's instructions call -> the kernel keys of its calls, as ExecuTorch's
+    selective build writes them in ``et_kernel_metadata``: ``"v1/"`` then, for each tensor (or
+    tensor list) argument in order, ``"<ScalarType code>;<dim order>"`` joined by ``"|"``
+    (``v1/6;0,1|6;0,1`` for a float 2-D argument and out; ``v1`` without tensors). Operators the plan lists but never
+    calls have no keys; operators inside delegate payloads are the backend's business, not listed."""
+    values = plan.values or []
+    operators = plan.operators or []
+    names = [f"{o.name}.{o.overload}" if o.overload else o.name for o in operators]
+    keys: dict[str, set[str]] = {name: set() for name in names}
+    for chain in plan.chains or []:
+        for instruction in chain.instructions or []:
+            call = instruction.instr_args
+            if not isinstance(call, KernelCall) or not 0 <= call.op_index < len(names):
+                continue
+            parts = [part for index in call.args if (part := _io_key(values, index)) is not None]
+            keys[names[call.op_index]].add("v1/" + "|".join(parts) if parts else "v1")  # "v1": no tensor
+    return keys
+
+
+def _io_key(values, index: int) -> str | None:
+    if not 0 <= index < len(values):
+        return None
+    val = values[index].val
+    if isinstance(val, (TensorList, OptionalTensorList)):  # described by its first tensor
+        first = next((values[i].val for i in val.items if 0 <= i < len(values)), None)
+        val = first if isinstance(first, Tensor) else None
+        if val is None:
+            return None
+    if not isinstance(val, Tensor):
+        return None
+    return f"{int(val.scalar_type)};{','.join(str(d) for d in val.dim_order or [])}"
 
 
 def input_minimums_key(method: str) -> str:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from torchedge.errors import InputError, InvalidProgramError, MethodMissingError
-from torchedge.kernels.registry import Kernel, get_kernel
+from torchedge.kernels.registry import Kernel, KernelList, get_kernel
 from torchedge.runtime.data_loader import DataLoader
+from torchedge.runtime.memory import caller_arenas
 from torchedge.runtime.method import Method
 from torchedge.runtime.method_meta import MethodMeta
 from torchedge.runtime.named_data import NamedDataMap
+from torchedge.runtime.pal import log
 from torchedge.runtime.shared_state import SharedState
 from torchedge.runtime.threads import check_num_threads
 from torchedge.serialize import deserialize_pte
@@ -41,8 +44,10 @@ class Program:
         num_threads: int | None = None,
         data: Sequence[tuple[str, DataLoader]] = (),
         tracer: EventTracer | None = None,
+        kernel_list: KernelList | None = None,
     ):
         self._kernel_lookup = kernel_lookup
+        self._kernel_list = kernel_list
         self._tracer = tracer
         self._num_threads = None if num_threads is None else check_num_threads(num_threads)
         self._loader = loader  # constants are views onto its bytes: keep it alive
@@ -61,6 +66,7 @@ class Program:
             contents = read_ptd(data_loader.data, name)
             sources.append((name, list(contents.data), contents.data.__getitem__))
         self._named_data = NamedDataMap(sources)
+        log(logging.DEBUG, f"loaded a program of {len(loader.data)} bytes, methods {list(self._plans)}")
 
     @property
     def method_names(self) -> list[str]:
@@ -84,6 +90,8 @@ class Program:
         max_arena_bytes: int | None = None,
         num_threads: int | None = None,
         fuse: bool | str | FusionOptions = True,
+        planned_memory=None,
+        run_allocator: Callable[[int], object] | None = None,
     ) -> Method:
         """Allocate the method's planned memory and resolve its kernels and delegates.
 
@@ -94,27 +102,56 @@ class Program:
         ``True``: only fusions that give the bits of the instructions they replace), ``"all"``
         (also faster ones within a stated error bound), ``"none"`` (also ``False``: every
         instruction as written), or ``FusionOptions(level, disabled={"rule", ...})``.
+
+        ``planned_memory``: the caller's memory for the planned arenas instead of the runtime's
+        (pre-allocated, pinned or shared memory, a ``np.memmap``...): one writable uint8 buffer
+        per memory id in id order (None: the runtime allocates it), a dict ``{memory_id: buffer}``,
+        or an allocator ``allocate(memory_id, nbytes) -> buffer``. Each must hold the id's
+        planned size (`metadata(name).planned_buffer_sizes`) and start on a 16-byte boundary;
+        its first bytes become the arena, without a copy. ``run_allocator(nbytes) -> buffer``:
+        where a run's data-dependent outputs go (ExecuTorch's temp allocator), still bounded by
+        ``max_arena_bytes``. See `torchedge.runtime.memory.caller_arenas`.
+
+        A runtime restricted to a kernel list (`Runtime.get(kernels=[...])`) refuses a method
+        needing an operator outside it with an `OperatorMissingError` naming them.
         """
         plan = self._plan(name)
+        if self._kernel_list is not None:
+            self._kernel_list.check(name, MethodMeta.from_plan(plan).operators)
         if num_threads is None:
             num_threads = self._num_threads
         shares = self._tracer is not None or self._shared_state.used_by(plan)
         lock = self._shared_lock if shares else None
         with contextlib.nullcontext() if lock is None else lock:
+            memory = (planned_memory, run_allocator)
             if self._tracer is None:
-                return self._load_method(plan, max_arena_bytes, num_threads, fuse, lock)
-            with self._tracer.span("Program::load_method"):
-                return self._load_method(plan, max_arena_bytes, num_threads, fuse, lock)
+                method = self._load_method(plan, max_arena_bytes, num_threads, fuse, lock, memory)
+            else:
+                with self._tracer.span("Program::load_method"):
+                    method = self._load_method(plan, max_arena_bytes, num_threads, fuse, lock, memory)
+        log(logging.DEBUG, f"loaded method '{name}': {method.memory.planned_bytes} bytes of planned memory")
+        return method
 
     def _load_method(
-        self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse, lock: threading.Lock | None
+        self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse, lock: threading.Lock | None, memory
     ) -> Method:
+        planned_memory, run_allocator = memory
+        if run_allocator is not None and not callable(run_allocator):
+            raise InputError(f"run_allocator: expected allocate(nbytes) -> buffer, got {type(run_allocator).__name__}")
         shared, live = self._shared_state.arenas_for(plan, max_arena_bytes)
+        if planned_memory is not None:
+            sizes = MethodMeta.from_plan(plan).planned_buffer_sizes
+            # The caller's arenas join the method as shared ones do: used as given, not counted against the
+            # limit, and (for load-time fusion) read by someone after each run.
+            shared = {**caller_arenas(sizes, planned_memory, shared), **shared}
         args = (plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data)
         if self._tracer is None:
-            return Method(*args, fuse=fuse, lock=lock)
-        with self._tracer.span("Method::init"):
-            return Method(*args, tracer=self._tracer, fuse=fuse, lock=lock)
+            method = Method(*args, fuse=fuse, lock=lock)
+        else:
+            with self._tracer.span("Method::init"):
+                method = Method(*args, tracer=self._tracer, fuse=fuse, lock=lock)
+        method.memory.runtime_allocator = run_allocator
+        return method
 
     @property
     def event_tracer(self) -> EventTracer | None:
