@@ -127,3 +127,15 @@ def test_bad_logits_are_input_errors(logits, message):
 def test_all_masked_logits_cannot_be_sampled():
     with pytest.raises(InputError, match="every logit is -inf"):
         Sampler(1.0)([-np.inf, -np.inf])
+
+
+def test_bfloat16_logits_sample_as_their_float32_values():
+    """A bfloat16 program's logits (ml_dtypes) are widened exactly, not refused."""
+    import ml_dtypes
+
+    logits = np.array([0.5, 3.0, -1.0, 2.0], dtype=ml_dtypes.bfloat16)
+    assert greedy(logits) == 1
+    widened = logits.astype(np.float32)
+    for seed in range(3):
+        assert Sampler(0.8, top_k=3, seed=seed)(logits) == Sampler(0.8, top_k=3, seed=seed)(widened)
+    np.testing.assert_array_equal(Sampler(0.8).distribution(logits), Sampler(0.8).distribution(widened))

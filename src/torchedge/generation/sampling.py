@@ -67,6 +67,8 @@ class Sampler:
 
 def _check_logits(logits) -> np.ndarray:
     array = np.asarray(logits)
+    if array.dtype.name == "bfloat16":  # ml_dtypes' floats are kind 'V': widened exactly
+        array = array.astype(np.float32)
     if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "fiu":
         raise InputError(f"logits must be a non-empty 1-D array of real numbers, got {array.dtype}{list(array.shape)}")
     if array.dtype.kind == "f" and np.isnan(array).any():
