@@ -337,9 +337,9 @@ def test_per_op_mode_makes_one_delegate_per_operator():
     _assert_close(executorch_run(buffer, [i.numpy() for i in inputs]), _eager(model, inputs))
 
 
-def test_quantized_precisions_are_refused():
-    with pytest.raises(ExportError, match="float32 only"):
-        XnnpackPartitioner(config_precisions=["STATIC_QUANT"])
+def test_an_unsupported_precision_is_refused():
+    with pytest.raises(ExportError, match="config_precisions"):
+        XnnpackPartitioner(config_precisions=["FP16"])
 
 
 def test_constants_live_in_the_payload():

@@ -36,7 +36,7 @@ class GraphBuilder:
         """A new float32 value of shape ``dims`` (the constant ``data`` when given); its id."""
         value_id = len(self.graph.xvalues)
         dims = [int(d) for d in dims]
-        buffer_idx = 0 if data is None else self._store(np.ascontiguousarray(data, dtype=np.float32).tobytes())
+        buffer_idx = 0 if data is None else self.store(np.ascontiguousarray(data, dtype=np.float32).tobytes())
         tensor = s.XNNTensorValue(
             datatype=s.XNNDatatype.xnn_datatype_fp32,
             num_dims=len(dims),
@@ -49,8 +49,39 @@ class GraphBuilder:
         self.graph.xvalues.append(s.XValue(tensor))
         return value_id
 
+    def quantized_value(self, dims, datatype: s.XNNDatatype, params, data: bytes | None = None) -> int:
+        """A new quantized value (``params``: PerTensorQuant, PerChannelQuant, PerTokenDynamicQuant,
+        PerChannelGroupQuant) of ``datatype``; ``data``: the constant's raw bytes when given."""
+        value_id = len(self.graph.xvalues)
+        dims = [int(d) for d in dims]
+        tensor = s.XNNTensorValue(
+            datatype=datatype,
+            num_dims=len(dims),
+            dims=dims,
+            constant_buffer_idx=0 if data is None else self.store(data),
+            external_id=INVALID,
+            flags=0,
+            id_out=value_id,
+        )
+        self.graph.xvalues.append(s.XValue(s.XNNQuantizedTensorValue(tensor, params)))
+        return value_id
+
+    def like(self, value_id: int, dims) -> int:
+        """A new value of ``value_id``'s datatype and quantization, of shape ``dims``."""
+        source = self.graph.xvalues[value_id].xvalue_union
+        if isinstance(source, s.XNNQuantizedTensorValue):
+            return self.quantized_value(dims, source.tensor_value.datatype, source.quant_params)
+        return self.value(dims)
+
+    def quantization(self, value_id: int):
+        """The quantization parameters of ``value_id`` (None for a float value)."""
+        source = self.graph.xvalues[value_id].xvalue_union
+        return source.quant_params if isinstance(source, s.XNNQuantizedTensorValue) else None
+
     def tensor(self, value_id: int) -> s.XNNTensorValue:
         tensor = self.graph.xvalues[value_id].xvalue_union
+        if isinstance(tensor, s.XNNQuantizedTensorValue):
+            tensor = tensor.tensor_value
         assert isinstance(tensor, s.XNNTensorValue)
         return tensor
 
@@ -69,7 +100,8 @@ class GraphBuilder:
         self.graph.xnodes.append(xnode)
         return xnode
 
-    def _store(self, data: bytes) -> int:
+    def store(self, data: bytes) -> int:
+        """The constant data index of ``data`` (stored once, aligned)."""
         index = self._stored.get(data)
         if index is None:
             self._constant_data += b"\x00" * (-len(self._constant_data) % _ALIGNMENT)

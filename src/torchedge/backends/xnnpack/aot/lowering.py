@@ -12,6 +12,12 @@ gets a transpose (``XNNStaticTranspose``, perm 0,2,3,1) made once and shared, an
 round; when H*W or C is 1 the two layouts hold the same bytes and the conversion is a reshape.
 Element-wise operators keep the layout of their inputs, so a chain conv -> relu -> pool stays
 NHWC; the delegate's inputs and outputs are NCHW, as ExecuTorch's are.
+
+Quantized patterns. Nodes that `QUANT_HOOKS.in_domain` claims (set by `ops_quantized`: the
+``quantized_decomposed`` operators and the operators between them) use the translations
+registered with `lowers_quantized` instead, without the float32 rules; `Lowering.output` gives
+a quantized node's result the parameters `QUANT_HOOKS.output_params` reads off the quantize
+that follows it, and a dequantized delegate output is converted back to float32.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot.builder import GraphBuilder
 from torchedge.errors import ExportError
 from torchedge.exir.ir import constant_value
@@ -35,6 +42,8 @@ __all__ = [
     "Lowering",
     "constant_array",
     "lowers",
+    "lowers_quantized",
+    "QUANT_HOOKS",
     "is_supported",
     "lower_program",
     "TO_NHWC",
@@ -63,6 +72,44 @@ def lowers(*targets, check: Callable | None = None):
     def decorate(fn):
         for target in targets:
             _TRANSLATIONS[target] = _Translation(check or (lambda node, ep: True), fn)
+        return fn
+
+    return decorate
+
+
+_QUANTIZED: dict = {}
+
+
+@dataclass
+class _QuantHooks:
+    """Set by `ops_quantized`: whether a node belongs to a quantized pattern (its inputs or
+    result pass through ``quantized_decomposed`` operators), and the parameters of a quantized
+    pattern node's result (None: float)."""
+
+    in_domain: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
+    output_params: Callable[[torch.fx.Node, ExportedProgram], object] = lambda node, ep: None
+
+
+QUANT_HOOKS = _QuantHooks()
+
+
+def _quantized(target) -> _Translation | None:
+    """The quantized translation of ``target`` (registered as the operator or by its name,
+    ``namespace.name.overload``)."""
+    found = _QUANTIZED.get(target)
+    if found is None and isinstance(target, torch._ops.OpOverload):
+        found = _QUANTIZED.get(str(target))
+    return found
+
+
+def lowers_quantized(*targets, check: Callable):
+    """Registers the decorated ``translate(lw, node)`` for ``targets`` (operators or their names)
+    inside quantized patterns
+    (`QUANT_HOOKS.in_domain`), taking the nodes ``check(node, ep)`` accepts; no dtype rules."""
+
+    def decorate(fn):
+        for target in targets:
+            _QUANTIZED[target] = _Translation(check, fn)
         return fn
 
     return decorate
@@ -126,6 +173,9 @@ def is_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
     static shapes); ``getitem`` follows its source."""
     if node.op != "call_function":
         return False
+    if QUANT_HOOKS.in_domain(node, ep):
+        quantized = _quantized(node.target)
+        return quantized is not None and bool(quantized.check(node, ep))
     if node.target is operator.getitem:
         source = node.args[0]
         return isinstance(source, torch.fx.Node) and bool(node.args[1] == 0) and is_supported(source, ep)
@@ -198,7 +248,7 @@ class Lowering:
         perm = TO_NHWC if to == NHWC else TO_NCHW
         src_dims = self.builder.tensor(value_id).dims
         out_dims = permuted(src_dims, perm)
-        out = self.builder.value(out_dims)
+        out = self.builder.like(value_id, out_dims)
         n, c, h, w = nchw_dims
         if c == 1 or h * w == 1:  # same bytes in both layouts
             self.builder.node("XNNStaticReshape", num_dims=4, new_shape=out_dims, input_id=value_id, output_id=out)
@@ -211,7 +261,11 @@ class Lowering:
         dims = shape(node) if dims is None else dims
         if layout == NHWC:
             dims = permuted(dims, TO_NHWC)
-        value_id = self.builder.value(dims)
+        params = QUANT_HOOKS.output_params(node, self.ep)
+        if params is None:
+            value_id = self.builder.value(dims)
+        else:
+            value_id = self.builder.quantized_value(dims, s.XNNDatatype.xnn_datatype_qint8, params)
         self.values.setdefault(node, {})[layout] = value_id
         return value_id
 
@@ -250,6 +304,11 @@ def lower_program(ep: ExportedProgram) -> bytes:
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
+        if QUANT_HOOKS.in_domain(node, ep):
+            if not is_supported(node, ep):
+                raise ExportError(f"XNNPACK lowering: node '{node.name}' ({node.target}) is not supported")
+            _quantized(node.target).translate(lw, node)
+            continue
         if node.target is operator.getitem:
             lw.alias(node, node.args[0])
             continue
@@ -263,6 +322,10 @@ def lower_program(ep: ExportedProgram) -> bytes:
     marked: set[int] = set()
     for index, node in enumerate(outputs):
         value_id = lw.get(node, NCHW)
+        if lw.builder.quantization(value_id) is not None:  # a dequantized output: to float32
+            converted = lw.builder.value(lw.builder.tensor(value_id).dims)
+            lw.node("XNNConvert", input_id=value_id, output_id=converted, flags=0)
+            value_id = converted
         tensor = lw.builder.tensor(value_id)
         if value_id in marked or tensor.flags or tensor.constant_buffer_idx:
             # Already an external value (or a constant): the output gets a copy of its own.

@@ -1,7 +1,8 @@
 """`XnnpackPartitioner` and `XnnpackBackend`: the AOT half of ExecuTorch's XNNPACK delegate.
 
 The partitioner tags every maximal group of nodes that `lowering.is_supported` accepts (float32,
-static shapes, the operator's own constraints); everything else stays on portable kernels.
+static shapes, the operator's own constraints, or a quantized pattern `ops_quantized` lowers
+exactly); everything else stays on portable kernels.
 ``XnnpackBackend.preprocess`` lowers one partition to a payload ExecuTorch's runtime loads
 under the same backend id.
 """
@@ -14,8 +15,8 @@ import time
 from torch.export import ExportedProgram
 
 # The translations register themselves on import.
-from torchedge.backends.xnnpack.aot import ops_elementwise, ops_nn, ops_shape  # noqa: F401
-from torchedge.backends.xnnpack.aot.lowering import is_supported, lower_program
+from torchedge.backends.xnnpack.aot import ops_elementwise, ops_nn, ops_quantized, ops_quantized_int4, ops_shape  # noqa: F401
+from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, is_supported, lower_program
 from torchedge.errors import ExportError
 from torchedge.exir.backend import (
     BackendDetails,
@@ -32,6 +33,7 @@ from torchedge.exir.passes.mutable_state import mutations
 __all__ = ["BACKEND_ID", "XnnpackBackend", "XnnpackPartitioner"]
 
 BACKEND_ID = "XnnpackBackend"
+_PRECISIONS = {"FP32", "STATIC_QUANT", "DYNAMIC_QUANT"}
 
 
 class XnnpackBackend(BackendDetails):
@@ -45,19 +47,26 @@ class XnnpackBackend(BackendDetails):
 class XnnpackPartitioner(Partitioner):
     """Delegate every maximal group of float32 operators the XNNPACK lowering handles.
 
+    Quantized graphs (PT2E's ``quantized_decomposed`` patterns: static int8 per tensor and per
+    channel, dynamic int8 activations for linear layers) lower as ExecuTorch lowers them
+    (`ops_quantized`).
+
     ExecuTorch's knobs that apply: ``per_op_mode`` (each operator a delegate of its own) and
-    ``config_precisions`` (only float32 is lowered so far: anything else is an `ExportError`);
-    ``verbose`` prints what was tagged and how long it took.
+    ``config_precisions`` (``FP32``, ``STATIC_QUANT``, ``DYNAMIC_QUANT``, ExecuTorch's
+    ``ConfigPrecisionType`` or their names: without a quantized one, quantized patterns stay
+    outside; anything else is an `ExportError`); ``verbose`` prints what was tagged and how long
+    it took.
     """
 
     def __init__(self, config_precisions=None, per_op_mode: bool = False, verbose: bool = False):
         precisions = config_precisions if isinstance(config_precisions, (list, tuple)) else [config_precisions]
         names = {getattr(p, "name", str(p)).upper() for p in precisions if p is not None}
-        if names - {"FP32"}:
+        if names - _PRECISIONS:
             raise ExportError(
-                f"XnnpackPartitioner: config_precisions {sorted(names)}: torchedge lowers float32 only so far "
-                "(quantized precisions: lower with ExecuTorch's XnnpackPartitioner, torchedge runs the .pte)"
+                f"XnnpackPartitioner: config_precisions {sorted(names)}: torchedge lowers {sorted(_PRECISIONS)}"
             )
+        self.quantized = not names or bool(names & {"STATIC_QUANT", "DYNAMIC_QUANT"})
+        self.float = not names or "FP32" in names
         self.per_op_mode = per_op_mode
         self.verbose = verbose
         self.delegation_spec = DelegationSpec(BACKEND_ID, [])
@@ -71,13 +80,30 @@ class XnnpackPartitioner(Partitioner):
         updates = {m.value for m in mutations(exported_program.graph_signature)}
         gm = exported_program.graph_module
 
-        def supported(node) -> bool:
-            return node.name not in updates and is_supported(node, exported_program)
+        known: dict = {}
+        excluded: set = set()
 
-        if self.per_op_mode:
-            tags = self._per_op(gm, supported)
-        else:
-            tags = tag_supported_partitions(gm, supported, self.delegation_spec, prefix="xnnpack_")
+        def supported(node) -> bool:
+            if node in excluded:
+                return False
+            if node not in known:
+                in_domain = QUANT_HOOKS.in_domain(node, exported_program)
+                wanted = self.quantized if in_domain else self.float
+                known[node] = (node.name not in updates and wanted and is_supported(node, exported_program), in_domain)
+            return known[node][0]
+
+        while True:
+            if self.per_op_mode:
+                tags = self._per_op(gm, supported)
+            else:
+                tags = tag_supported_partitions(gm, supported, self.delegation_spec, prefix="xnnpack_")
+            split = _split_islands(gm, supported, known)
+            if not split:
+                break
+            # A quantized pattern must lower whole, in one delegate: leave it out, partition again.
+            excluded |= split
+            for node in gm.graph.nodes:
+                node.meta.pop(TAG_KEY, None)
         if self.verbose:
             tagged = sum(1 for n in gm.graph.nodes if TAG_KEY in n.meta)
             print(f"XnnpackPartitioner: {tagged} nodes in {len(tags)} partitions ({time.perf_counter() - start:.3f} s)")
@@ -94,3 +120,29 @@ class XnnpackPartitioner(Partitioner):
                         user.meta[TAG_KEY] = tag
                 tags[tag] = self.delegation_spec
         return tags
+
+
+def _split_islands(gm, supported, known: dict) -> set:
+    """The nodes of each quantized island (supported nodes of quantized patterns, connected by
+    their edges) that the partitioning left in more than one delegate; `lowering` translates an
+    island only whole."""
+    parent: dict = {}
+
+    def find(node):
+        while parent[node] is not node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    members = [n for n in gm.graph.nodes if n.op == "call_function" and supported(n) and known[n][1]]
+    for node in members:
+        parent[node] = node
+    for node in members:
+        for arg in node.all_input_nodes:
+            if arg in parent:
+                parent[find(arg)] = find(node)
+    tags: dict = {}
+    for node in members:
+        tags.setdefault(find(node), set()).add(node.meta.get(TAG_KEY))
+    broken = {root for root, found in tags.items() if len(found) > 1 or None in found}
+    return {node for node in members if find(node) in broken}
