@@ -105,11 +105,20 @@ def _convolution(lw: Lowering, node: torch.fx.Node) -> None:
     if bias is not None:
         b = lw.constant(bias).reshape(-1)
         bias_id = lw.builder.value(b.shape, b)
-    pad, step, dil = _pair(padding), _pair(stride), _pair(dilation)
+    conv_node(lw, node, x, (filter_id, bias_id), (kh, kw), (padding, stride, dilation), (groups, group_in, group_out))
+
+
+def conv_node(lw: Lowering, node, x, ids: tuple[int, int], kernel, geometry, grouping) -> None:
+    """The ``XNNConv2d`` (``XNNDepthwiseConv2d`` for one input channel a group) writing ``node``'s
+    result channels-last from ``x``: ``ids`` the filter and bias values, ``kernel`` its (kh, kw),
+    ``geometry`` (padding, stride, dilation), ``grouping`` (groups, channels in and out a group)."""
+    (filter_id, bias_id), (kh, kw) = ids, kernel
+    pad, step, dil = (_pair(v) for v in geometry)
+    groups, group_in, group_out = grouping
     source = lw.get(x, NHWC)
     out = lw.output(node, NHWC)
     lw.node(
-        "XNNDepthwiseConv2d" if depthwise else "XNNConv2d",
+        "XNNDepthwiseConv2d" if group_in == 1 and groups > 1 else "XNNConv2d",
         padding_top=pad[0],
         padding_right=pad[1],
         padding_bottom=pad[0],

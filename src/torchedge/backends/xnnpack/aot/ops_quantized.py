@@ -31,15 +31,7 @@ import torch
 
 from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot import ops_elementwise, ops_nn, ops_shape
-from torchedge.backends.xnnpack.aot.lowering import (
-    NCHW,
-    NHWC,
-    QUANT_HOOKS,
-    Lowering,
-    is_supported,
-    lowers_quantized,
-    shape,
-)
+from torchedge.backends.xnnpack.aot.lowering import NCHW, QUANT_HOOKS, Lowering, is_supported, lowers_quantized, shape
 from torchedge.backends.xnnpack.aot.quantized_graph import (
     CHOOSE,
     CLAMPS,
@@ -255,32 +247,8 @@ def _convolution(lw: Lowering, node: torch.fx.Node) -> None:
     else:  # OHWI
         filter_id = filter_value(lw, w, w.data.transpose(0, 2, 3, 1))
     bias_id = bias_value(lw, bias, w, activation_params(x)[0])
-    pad, step, dil = ops_nn._pair(padding), ops_nn._pair(stride), ops_nn._pair(dilation)
-    source = lw.get(x, NHWC)
-    out = lw.output(node, NHWC)
-    lw.node(
-        "XNNDepthwiseConv2d" if depthwise else "XNNConv2d",
-        padding_top=pad[0],
-        padding_right=pad[1],
-        padding_bottom=pad[0],
-        padding_left=pad[1],
-        kernel_height=kh,
-        kernel_width=kw,
-        subsampling_height=step[0],
-        subsampling_width=step[1],
-        dilation_height=dil[0],
-        dilation_width=dil[1],
-        group_input_channels=group_in,
-        group_output_channels=out_channels // groups,
-        groups=groups,
-        adjustment_height=0,
-        adjustment_width=0,
-        input1_id=source,
-        filter_id=filter_id,
-        bias_id=bias_id,
-        output_id=out,
-        flags=0,
-    )
+    geometry = (padding, stride, dilation)
+    ops_nn.conv_node(lw, node, x, (filter_id, bias_id), (kh, kw), geometry, (groups, group_in, out_channels // groups))
 
 
 def _add_check(node, ep) -> bool:
