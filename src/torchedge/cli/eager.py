@@ -6,16 +6,14 @@ Each function imports torch when called, so the command line starts without it.
 
 from __future__ import annotations
 
-import os
-import sysconfig
 import traceback
 from contextlib import contextmanager
 
 import numpy as np
 
-import torchedge
 from torchedge.cli.output import describe
 from torchedge.errors import InputError, TorchEdgeError
+from torchedge.user_files import is_user_file
 
 __all__ = ["ModelCodeError", "user_code", "first_line", "torch_threads", "eager_side"]
 
@@ -30,26 +28,11 @@ def first_line(error: BaseException) -> str:
     return lines[0] + (" [...]" if len(lines) > 1 else "")
 
 
-def _library_dirs() -> tuple[str, ...]:
-    """Folders whose frames are not the user's: torch, torchedge, the standard library."""
-    dirs = [os.path.dirname(torchedge.__file__)]
-    try:
-        import torch
-
-        dirs.append(os.path.dirname(torch.__file__))
-    except ImportError:
-        pass
-    dirs += [sysconfig.get_path(name) for name in ("stdlib", "platstdlib")]
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
-
-
 def user_frame(error: BaseException) -> str | None:
     """``file:line, in function`` of the innermost frame of ``error``'s traceback outside torch and torchedge."""
-    library = _library_dirs()
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
-        name = frame.filename
-        if not name.startswith("<") and not os.path.realpath(name).startswith(library):
-            return f"{name}:{frame.lineno}, in {frame.name}"
+        if is_user_file(frame.filename):
+            return f"{frame.filename}:{frame.lineno}, in {frame.name}"
     return None
 
 

@@ -20,22 +20,19 @@ user's code (`user_source`, not a line of ``torch/nn/modules``) and the module i
 from __future__ import annotations
 
 import math
-import os
-import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 import torch
 from torch.export.graph_signature import InputKind
 
-import torchedge
 from torchedge.devtools.output_compare import compare_outputs
 from torchedge.errors import InputError
 from torchedge.exir import dtypes
 from torchedge.exir.ir import constant_value
 from torchedge.exir.source import frames, user_frame
+from torchedge.user_files import is_user_file
 
 __all__ = [
     "Reference",
@@ -120,21 +117,12 @@ class Divergence:
         )
 
 
-@cache
-def _library_dirs() -> tuple[str, ...]:
-    """Folders whose frames are not the user's: torch, torchedge, the standard library."""
-    dirs = [os.path.dirname(torch.__file__), os.path.dirname(torchedge.__file__)]
-    dirs += [sysconfig.get_path(name) for name in ("stdlib", "platstdlib")]
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
-
-
 def user_source(node: torch.fx.Node) -> str | None:
     """``File "model.py", line 12, in forward``: the innermost frame of the node's stack trace in
     the user's code (outside torch, torchedge and the standard library), else the innermost
     frame of a real file (an operator of torchedge's own models)."""
-    library = _library_dirs()
     for file, line, function, _ in reversed(frames(node)):
-        if not file.startswith("<") and not os.path.realpath(file).startswith(library):
+        if is_user_file(file):
             return f'File "{file}", line {line}, in {function}'
     return user_frame(node)
 
