@@ -88,11 +88,16 @@ def _unary_check(node, ep) -> bool:
 
 @lowers(*_UNARY, check=_unary_check)
 def _unary(lw: Lowering, node: torch.fx.Node) -> None:
+    unary_node(lw, node, _UNARY[node.target])
+
+
+def unary_node(lw: Lowering, node: torch.fx.Node, kind: str, **params) -> None:
+    """The XNNPACK node ``kind`` (with ``params``) of ``node``'s one input, in that input's layout."""
     (x,) = node.all_input_nodes
     layout = _layout(lw, node, (x,))
     source = lw.get(x, layout)
     out = lw.output(node, layout)
-    lw.node(_UNARY[node.target], input_id=source, output_id=out, flags=0)
+    lw.node(kind, **params, input_id=source, output_id=out, flags=0)
 
 
 def _bounds(node: torch.fx.Node) -> tuple[float, float]:
@@ -137,21 +142,13 @@ def _clamp(lw: Lowering, node: torch.fx.Node) -> None:
     bounds = _bounds(node)
     if _try_fuse(lw, node, bounds):
         return
-    (x,) = node.all_input_nodes
-    layout = _layout(lw, node, (x,))
-    source = lw.get(x, layout)
-    out = lw.output(node, layout)
-    lw.node("XNNClamp", output_min_max=bounds, input_id=source, output_id=out, flags=0)
+    unary_node(lw, node, "XNNClamp", output_min_max=bounds)
 
 
 @lowers(aten.leaky_relu.default)
 def _leaky_relu(lw: Lowering, node: torch.fx.Node) -> None:
-    (x,) = node.all_input_nodes
     slope = float(node.args[1]) if len(node.args) > 1 else float(node.kwargs.get("negative_slope", 0.01))
-    layout = _layout(lw, node, (x,))
-    source = lw.get(x, layout)
-    out = lw.output(node, layout)
-    lw.node("XNNLeakyReLU", negative_slope=slope, input_id=source, output_id=out, flags=0)
+    unary_node(lw, node, "XNNLeakyReLU", negative_slope=slope)
 
 
 def _elu_check(node, ep) -> bool:
@@ -162,12 +159,8 @@ def _elu_check(node, ep) -> bool:
 
 @lowers(aten.elu.default, check=_elu_check)
 def _elu(lw: Lowering, node: torch.fx.Node) -> None:
-    (x,) = node.all_input_nodes
     alpha = float(node.args[1]) if len(node.args) > 1 else float(node.kwargs.get("alpha", 1.0))
-    layout = _layout(lw, node, (x,))
-    source = lw.get(x, layout)
-    out = lw.output(node, layout)
-    lw.node("XNNELU", alpha=alpha, input_id=source, output_id=out, flags=0)
+    unary_node(lw, node, "XNNELU", alpha=alpha)
 
 
 def _softmax_check(node, ep) -> bool:
