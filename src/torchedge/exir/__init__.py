@@ -1,5 +1,6 @@
 """The ahead-of-time compiler: `nn.Module` -> `.pte` (needs torch)."""
 
+from torchedge.exir.backend_dialect import bind_pattern_to_op
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
 from torchedge.exir.program import EdgeProgramManager, ExecutorchProgramManager, to_edge, to_edge_transform_and_lower
 
@@ -10,4 +11,5 @@ __all__ = [
     "ExecutorchProgramManager",
     "EdgeCompileConfig",
     "ExecutorchBackendConfig",
+    "bind_pattern_to_op",
 ]

@@ -4,4 +4,4 @@ PT2E-quantized programs call (ExecuTorch's ``kernels/quantized``). NumPy only.
 Importing this package registers them with `torchedge.kernels.registry`.
 """
 
-from torchedge.kernels.quantized import affine, decomposed_extra  # noqa: F401
+from torchedge.kernels.quantized import add_relu, affine, decomposed_extra  # noqa: F401

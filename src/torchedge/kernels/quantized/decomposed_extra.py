@@ -21,6 +21,7 @@ __all__ = [
     "dequantize_per_token",
     "choose_qparams_per_token_asymmetric",
     "quantized_add",
+    "add_into_out",
     "embedding_byte",
     "embedding_4bit",
     "embedding_2bit",
@@ -119,7 +120,21 @@ def quantized_add(
     out_scale, out_zero_point, out_quant_min, out_quant_max, out,
 ):  # fmt: skip
     """Dequantize, add in float32, quantize: ``quantized_add_out`` element by element."""
-    op = "quantized_decomposed::add.out"
+    add_into_out(
+        "quantized_decomposed::add.out",
+        a, a_scale, a_zero_point, a_quant_min, a_quant_max,
+        b, b_scale, b_zero_point, b_quant_min, b_quant_max,
+        out_scale, out_zero_point, out_quant_min, out_quant_max, out,
+    )  # fmt: skip
+
+
+def add_into_out(
+    op: str,
+    a, a_scale, a_zero_point, a_quant_min, a_quant_max,
+    b, b_scale, b_zero_point, b_quant_min, b_quant_max,
+    out_scale, out_zero_point, out_quant_min, out_quant_max, out,
+):  # fmt: skip
+    """The quantized add of ``op`` (its errors name it)."""
     check(a.shape == b.shape, op, f"a of shape {list(a.shape)} and b of shape {list(b.shape)} must match")
     check(a.dtype == b.dtype == out.dtype and a.dtype.kind in "iu", op, "a, b and out must share an integer dtype")
     for low, high, which in (
