@@ -1,22 +1,24 @@
 """`torchedge serve` under load: throughput and latency at 1, 4 and 16 concurrent clients.
 
 Usage: python benchmarks/serving.py [--model llama-kv] [--clients 1,4,16] [--requests 8] [--new 32]
-                                    [--pte PATH] [--json PATH]
+                                    [--rounds N] [--pte PATH] [--json PATH]
 
 The server runs as `torchedge serve` in a process of its own (its GIL is not the clients'), with
 as many slots as clients (``--max-concurrency C``: one KV cache and one thread per client, one
 runtime thread per method). Each client, a thread here, sends ``--requests`` streamed completions
 one after the other (prompts of mixed lengths, greedy, ``--new`` tokens at most) and records when
 each chunk arrives. Reported per level: completion tokens/s across all clients, time to first
-token and time per token after it (percentiles over requests). Then one stream alone against the
-generation loop `torchedge generate` runs (`TextGenerator` in this process, no HTTP): the cost of
-the server for a single user.
+token and time per token after it (percentiles over requests). Then llama.cpp-style use, one
+stream at a time, through the server against the loop `torchedge generate` runs (`TextGenerator`
+in this process, no HTTP), the two in turn for ``--rounds`` rounds: tokens/s, time to first
+token and per token (medians), the cost of the server for a single user.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import statistics
@@ -139,31 +141,52 @@ def load_level(pte: str, clients: int, requests: int, new: int) -> dict:
     }
 
 
+def _timings(start: float, arrivals: list[float], tokens: int, end: float) -> tuple[float, float, float]:
+    """(tokens/s, time to first token ms, ms per token after it) of one request."""
+    per_token = (arrivals[-1] - arrivals[0]) * 1e3 / (tokens - 1) if len(arrivals) > 1 and tokens > 1 else math.nan
+    return tokens / (end - start), (arrivals[0] - start) * 1e3 if arrivals else math.nan, per_token
+
+
+def _generate_once(generator, tokenizer, ids: list[int], new: int) -> tuple[float, float, float]:
+    """`_timings` of one generation, its text decoded as it comes (as `torchedge generate` prints it)."""
+    stream, arrivals = tokenizer.stream(), []
+
+    def on_token(token: int) -> None:
+        if stream.push(token):
+            arrivals.append(time.perf_counter())
+
+    start = time.perf_counter()
+    result = generator.generate(ids, new, stop_tokens=[], callback=on_token)
+    return _timings(start, arrivals, len(result.tokens), time.perf_counter())
+
+
 def single_stream(pte: str, new: int, rounds: int) -> list[list]:
-    """Tokens/s of one request through the server against the loop `torchedge generate` runs."""
+    """One request at a time, llama.cpp style: through the server (streamed, one client) against
+    the loop `torchedge generate` runs (`TextGenerator` in this process, text decoded as it goes),
+    the two in turn each round; the last column is the median of the rounds' ratios."""
     from torchedge.generation import TextGenerator, Tokenizer
     from torchedge.runtime import Runtime
 
     tokenizer = Tokenizer.from_file(pte.removesuffix(".pte") + ".tokenizer.json")
     generator = TextGenerator(Runtime.get().load_program(pte))
     ids = tokenizer.encode(PROMPTS[0])
-    stream = tokenizer.stream()
-    runner = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        result = generator.generate(ids, new, stop_tokens=[], callback=stream.push)
-        runner.append(len(result.tokens) / (time.perf_counter() - start))
-    served = []
+    runner, served = [], []
     with Server(pte, 1) as url, httpx.Client(timeout=300) as http:
         stream_one(http, url, PROMPTS[0], 4)
+        _generate_once(generator, tokenizer, ids, new)
         for _ in range(rounds):
+            runner.append(_generate_once(generator, tokenizer, ids, new))
             r = stream_one(http, url, PROMPTS[0], new)
-            served.append(r["tokens"] / (r["end"] - r["start"]))
-    a, b = statistics.median(runner), statistics.median(served)
-    return [
-        ["TextGenerator (as torchedge generate)", f"{a:.0f}", f"{1e3 / a:.2f}", "1.00"],
-        ["torchedge serve, 1 client, streamed", f"{b:.0f}", f"{1e3 / b:.2f}", f"{a / b:.2f}"],
-    ]
+            served.append(_timings(r["start"], r["arrivals"], r["tokens"], r["end"]))
+    ratio = statistics.median(a[0] / b[0] for a, b in zip(runner, served))
+    rows = []
+    for side, samples, slower in (
+        ("TextGenerator (as torchedge generate)", runner, 1.0),
+        ("torchedge serve, 1 client", served, ratio),
+    ):
+        rate, ttft, per_token = (statistics.median(s[i] for s in samples) for i in range(3))
+        rows.append([side, f"{rate:.0f}", f"{ttft:.1f}", f"{per_token:.2f}", f"{slower:.2f}"])
+    return rows
 
 
 def main() -> None:
@@ -173,7 +196,7 @@ def main() -> None:
     parser.add_argument("--clients", default="1,4,16", help="concurrent clients per level (default: 1,4,16)")
     parser.add_argument("--requests", type=int, default=8, help="streamed requests per client (default: 8)")
     parser.add_argument("--new", type=int, default=32, help="new tokens per request at most (default: 32)")
-    parser.add_argument("--rounds", type=int, default=5, help="single-stream rounds (default: 5)")
+    parser.add_argument("--rounds", type=int, default=15, help="single-stream rounds (default: 15)")
     _common.add_json_option(parser)
     args = parser.parse_args()
 
@@ -190,7 +213,7 @@ def main() -> None:
             rows.append(row)
         _common.print_table(headers, rows)
         print()
-        single_headers = ["side", "tokens/s", "ms/token", "slower than TextGenerator"]
+        single_headers = ["side", "tokens/s", "TTFT ms", "per-token ms", "time over TextGenerator's"]
         single = single_stream(pte, args.new, args.rounds)
         _common.print_table(single_headers, single)
     _common.write_json(args.json, {"load": (headers, rows), "single stream": (single_headers, single)})

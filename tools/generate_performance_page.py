@@ -92,6 +92,16 @@ SPECS: dict[str, dict] = {
         "plot": ["prefill tok/s", "decode tok/s"],
         "axis": "tokens per second (log scale)",
     },
+    "serving": {
+        "title": "Serving: `torchedge serve` under load",
+        "about": "A `torchedge serve` process with one slot per client (one runtime thread per method), its "
+        "clients threads of another process sending streamed greedy completions of mixed prompt lengths: "
+        "completion tokens/s across all clients, and percentiles over requests of the time to first token and "
+        "per token after it. Then one stream at a time through the server against the loop `torchedge generate` "
+        "runs, in-process.",
+        "plot": ["tokens/s"],
+        "axis": "tokens per second, all clients (log scale)",
+    },
     "tracing": {
         "title": "What tracing costs",
         "about": "A method untraced, with every instruction timed (ETDump), and with every intermediate output "

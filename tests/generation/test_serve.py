@@ -1,24 +1,16 @@
 """`torchedge serve`: the OpenAI API on a tiny Llama .pte, driven by the real `openai` client.
 
-Every server here listens on 127.0.0.1 and a port of its own, in a thread that stops when its
-test ends or, whatever happens, after a bounded lifetime. Answers are checked against the
-generation runner (`TextGenerator`) on the same prompt, and against `torchedge generate`.
+Answers are checked against what the same prompt gives alone on the generation runner
+(`serve_support.Reference`) and against `torchedge generate`. Load, concurrency and hang-ups
+are in test_serve_load.py, ``/v1/run`` in test_serve_run.py, the chat page in test_serve_page.py.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import socket
 import subprocess
 import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("tokenizers")
@@ -27,28 +19,25 @@ pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 openai = pytest.importorskip("openai")
 
-from torchedge.generation import TextGenerator, Tokenizer  # noqa: E402
+from tests.generation.serve_support import (  # noqa: E402
+    GOLDEN,
+    LIFETIME,
+    PROMPTS,
+    Reference,
+    ServeProcess,
+    export_llama_kv,
+)
+from torchedge.generation import Tokenizer  # noqa: E402
 from torchedge.generation.serving.app import ModelServer  # noqa: E402
 from torchedge.generation.serving.chat_template import DEFAULT_CHAT_TEMPLATE, ChatTemplate  # noqa: E402
-from torchedge.generation.serving.engine import GenerationParams, StopText, generate_text  # noqa: E402
+from torchedge.generation.serving.engine import StopText  # noqa: E402
 from torchedge.generation.serving.server import ServerThread  # noqa: E402
-from torchedge.runtime import Runtime  # noqa: E402
-from torchedge.runtime.data_loader import loader_for  # noqa: E402
-
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-LIFETIME = 240  # seconds: a server thread stops by itself then, whatever the test does
-NO_STOP = 9999  # a token id the model never produces
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def llama_kv(tmp_path_factory):
-    """The tiny Llama with a KV cache and its tokenizer, as `torchedge export llama-kv` writes them."""
     pytest.importorskip("transformers")
-    from torchedge.cli.main import main
-
-    pte = tmp_path_factory.mktemp("serve") / "llama-kv.pte"
-    assert main(["export", "llama-kv", "-o", str(pte)]) == 0
-    return pte, pte.with_name("llama-kv.tokenizer.json")
+    return export_llama_kv(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -70,23 +59,7 @@ def client(server):
 
 @pytest.fixture(scope="module")
 def alone(llama_kv, tokenizer):
-    """What a prompt gives on a generator of its own: the reference for every answer."""
-    generator = TextGenerator(Runtime.get().load_program(str(llama_kv[0])))
-    stop = generator.eos_ids
-
-    def run(ids, max_tokens, stop_strings=(), **sampling):
-        params = GenerationParams(max_tokens, stop=tuple(stop_strings), **{"temperature": 0.0, **sampling})
-        return generate_text(generator, tokenizer, list(ids), params, stop)
-
-    return run
-
-
-def chat_ids(tokenizer, messages):
-    text = ChatTemplate().render(messages, "<s>", "</s>")
-    return tokenizer.encode(text, add_special_tokens=False)
-
-
-PROMPTS = ["Once upon a time", "Hello", "The quick brown fox jumps over the lazy dog. " * 3, "It read one token"]
+    return Reference(llama_kv[0], tokenizer)
 
 
 # -- answers equal the runner's ----------------------------------------------------------------
@@ -101,9 +74,9 @@ def test_greedy_completion_and_chat_equal_the_runner(client, tokenizer, alone):
         assert got.usage.total_tokens == want.prompt_tokens + want.completion_tokens
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello, how are you?"}]
     got = client.chat.completions.create(model="llama-kv", messages=messages, max_tokens=16, temperature=0)
-    want = alone(chat_ids(tokenizer, messages), 16)
+    want = alone(alone.chat_ids(messages), 16)
     assert got.choices[0].message.content == want.text and got.choices[0].message.role == "assistant"
-    assert got.usage.prompt_tokens == len(chat_ids(tokenizer, messages)) and got.usage.completion_tokens == 16
+    assert got.usage.prompt_tokens == len(alone.chat_ids(messages)) and got.usage.completion_tokens == 16
 
 
 def test_completion_equals_torchedge_generate(llama_kv, client, capsys):
@@ -247,201 +220,31 @@ def test_bad_chat_requests_name_the_field(client, messages, param):
     assert caught.value.status_code == 400 and caught.value.body["param"] == param
 
 
+BAD_CHATS = [
+    (b'{"messages": [{"role": "user", "content": "hi"}',  400, None, "invalid_json"),
+    (b'{"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}', 404, "model", "model_not_found"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": -1}', 400, "max_tokens", "invalid_value"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1}', 400,
+     "max_completion_tokens", "invalid_value"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}', 400,
+     "stream_options", "invalid_value"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("body, status, param, code", BAD_CHATS)
+def test_bad_chat_bodies_name_the_field(server, body, status, param, code):
+    reply = httpx.post(f"{server}/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+    assert reply.status_code == status
+    error = reply.json()["error"]
+    assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error")
+    assert error["message"] and (param is None or param in error["message"])
+
+
 def test_unknown_routes_and_methods_are_json_errors(server):
     assert httpx.get(f"{server}/v2/nothing").json()["error"]["message"].endswith("Not Found")
     reply = httpx.get(f"{server}/v1/chat/completions")
     assert reply.status_code == 405 and "error" in reply.json()
     assert httpx.get(f"{server}/health").json()["status"] == "ok"  # and the server is still up
-
-
-# -- concurrency -------------------------------------------------------------------------------
-
-
-def _request(url, kind, prompt, max_tokens, stream, sampling):
-    """One request over a client of its own: (text, finish_reason)."""
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=120)
-    if kind == "chat":
-        reply = client.chat.completions.create(
-            model="llama-kv",
-            messages=[{"role": "user", "content": prompt}],
-            max_tokens=max_tokens,
-            stream=stream,
-            **sampling,
-        )
-        if stream:
-            chunks = list(reply)
-            return "".join(c.choices[0].delta.content or "" for c in chunks), chunks[-1].choices[0].finish_reason
-        return reply.choices[0].message.content, reply.choices[0].finish_reason
-    reply = client.completions.create(model="llama-kv", prompt=prompt, max_tokens=max_tokens, stream=stream, **sampling)
-    if stream:
-        chunks = list(reply)
-        return "".join(c.choices[0].text for c in chunks), chunks[-1].choices[0].finish_reason
-    return reply.choices[0].text, reply.choices[0].finish_reason
-
-
-def test_concurrent_clients_each_get_what_they_get_alone(server, tokenizer, alone):
-    """16 clients x 2 requests on 4 slots (the benchmark runs 16 x 8): mixed prompt lengths,
-    chat and completions, streaming on and off, greedy and seeded sampling; none lost."""
-    clients, per_client = 16, 2
-    jobs = []
-    for c in range(clients):
-        for r in range(per_client):
-            n = c * per_client + r
-            kind = "chat" if n % 3 == 0 else "completion"
-            prompt = PROMPTS[n % len(PROMPTS)]
-            sampling = {"temperature": 0} if n % 2 else {"temperature": 0.8, "seed": n}
-            jobs.append((c, kind, prompt, 8 + 5 * (n % 4), n % 2 == 0, sampling))
-
-    def expected(kind, prompt, max_tokens, sampling):
-        ids = chat_ids(tokenizer, [{"role": "user", "content": prompt}]) if kind == "chat" else tokenizer.encode(prompt)
-        want = alone(ids, max_tokens, **sampling)
-        return want.text, want.finish_reason
-
-    def one_client(c):
-        return [_request(server, *job[1:]) for job in jobs if job[0] == c]
-
-    with ThreadPoolExecutor(clients) as pool:
-        results = [r for rs in pool.map(one_client, range(clients)) for r in rs]
-    assert len(results) == len(jobs)
-    for job, got in zip(sorted(jobs, key=lambda j: j[0]), results):
-        assert got == expected(job[1], job[2], job[3], job[5]), job
-    health = httpx.get(f"{server}/health").json()
-    assert health["busy"] == 0 and health["waiting"] == 0
-
-
-class SlowProgram:
-    """A program whose methods take ``delay`` seconds more per call: generations long enough to
-    drop a client in the middle of one."""
-
-    def __init__(self, program, delay):
-        self._program, self._delay = program, delay
-        self.method_names = program.method_names
-        self.metadata = program.metadata
-
-    def load_method(self, name):
-        method, delay = self._program.load_method(name), self._delay
-
-        class Slow:
-            def execute(self, inputs):
-                time.sleep(delay)
-                return method.execute(inputs)
-
-        return Slow()
-
-
-@pytest.fixture
-def slow_server(llama_kv, tokenizer):
-    """One slot, a waiting line of 1, 50 ms per model call."""
-    loader = loader_for(str(llama_kv[0]))
-    server = ModelServer(
-        lambda: SlowProgram(Runtime.get().load_program(loader), 0.05),
-        model_name="llama-kv",
-        tokenizer=tokenizer,
-        max_concurrency=1,
-        max_queue=1,
-        queue_timeout=10,
-    )
-    with ServerThread(server, lifetime=LIFETIME) as url:
-        yield url
-
-
-def _health(url):
-    return httpx.get(f"{url}/health").json()
-
-
-def _wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
-def test_a_client_dropped_mid_stream_frees_its_slot(slow_server):
-    body = {"prompt": "Once upon a time", "max_tokens": 120, "temperature": 0, "stream": True}
-    with httpx.Client(timeout=30) as http, http.stream("POST", f"{slow_server}/v1/completions", json=body) as reply:
-        lines = reply.iter_lines()
-        assert sum(1 for line, _ in zip(lines, range(6)) if line.startswith("data:")) == 3
-        assert _health(slow_server)["busy"] == 1
-    # 120 tokens take 6 s; the dropped one stops at its next token and the next request gets the slot
-    start = time.monotonic()
-    _wait_until(lambda: _health(slow_server)["cancelled"] == 1, timeout=3)
-    client = openai.OpenAI(base_url=f"{slow_server}/v1", api_key="unused", max_retries=0, timeout=30)
-    reply = client.completions.create(model="llama-kv", prompt="Hello", max_tokens=3, temperature=0)
-    assert reply.usage.completion_tokens == 3 and time.monotonic() - start < 3
-    assert _health(slow_server)["busy"] == 0
-
-
-def test_beyond_the_waiting_line_is_429(slow_server):
-    body = {"prompt": "Once upon a time", "max_tokens": 20, "temperature": 0}
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(httpx.post, f"{slow_server}/v1/completions", json=body, timeout=30)
-        _wait_until(lambda: _health(slow_server)["busy"] == 1)
-        second = pool.submit(httpx.post, f"{slow_server}/v1/completions", json=body, timeout=30)
-        _wait_until(lambda: _health(slow_server)["waiting"] == 1)
-        third = httpx.post(f"{slow_server}/v1/completions", json=body, timeout=30)
-        assert third.status_code == 429 and third.headers["retry-after"] == "1"
-        assert third.json()["error"]["code"] == "queue_full"
-        assert first.result().status_code == second.result().status_code == 200
-        assert first.result().json()["choices"][0]["text"] == second.result().json()["choices"][0]["text"]
-
-
-# -- /v1/run: any program ----------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def mlp_server():
-    with ServerThread(ModelServer.from_path(str(GOLDEN / "mlp.pte"), max_concurrency=2), lifetime=LIFETIME) as url:
-        yield url
-
-
-def test_run_equals_method_execute(mlp_server):
-    inputs = [np.load(GOLDEN / "mlp.npz")["forward/0/in0"]]
-    program = Runtime.get().load_program(str(GOLDEN / "mlp.pte"))
-    want = program.load_method("forward").execute(inputs)
-
-    as_json = httpx.post(f"{mlp_server}/v1/run", json={"inputs": [inputs[0].tolist()]}).json()
-    assert as_json["method"] == "forward" and as_json["outputs"][0]["name"] == "output_0"
-    got = np.asarray(as_json["outputs"][0]["data"], dtype=as_json["outputs"][0]["dtype"])
-    np.testing.assert_array_equal(got, want[0])
-
-    named = httpx.post(f"{mlp_server}/v1/run", json={"inputs": {"input_0": inputs[0].tolist()}}).json()
-    assert named["outputs"] == as_json["outputs"]
-
-    npy = io.BytesIO()
-    np.save(npy, inputs[0])
-    reply = httpx.post(
-        f"{mlp_server}/v1/run?format=npz", content=npy.getvalue(), headers={"Content-Type": "application/x-npy"}
-    )
-    np.testing.assert_array_equal(np.load(io.BytesIO(reply.content))["output_0"], want[0])
-
-    npz = io.BytesIO()
-    np.savez(npz, input_0=inputs[0])
-    reply = httpx.post(f"{mlp_server}/v1/run", content=npz.getvalue(), headers={"Accept": "application/x-npz"})
-    np.testing.assert_array_equal(np.load(io.BytesIO(reply.content))["output_0"], want[0])
-
-
-@pytest.mark.parametrize(
-    "body, status, param, code",
-    [
-        ({"inputs": [[[1.0, 2.0]]]}, 400, "inputs[0]", "wrong_shape"),
-        ({"inputs": []}, 400, "inputs", "wrong_input_count"),
-        ({"inputs": [[[1, 2], [3]]]}, 400, "inputs[0]", "invalid_array"),
-        ({"inputs": {"x": [1]}}, 400, "inputs.x", "invalid_value"),
-        ({"method": "backward", "inputs": []}, 404, "method", "method_not_found"),
-        ({}, 400, "inputs", "missing_required_parameter"),
-    ],
-)
-def test_bad_run_requests_name_the_field(mlp_server, body, status, param, code):
-    reply = httpx.post(f"{mlp_server}/v1/run", json=body)
-    assert reply.status_code == status
-    assert (reply.json()["error"]["param"], reply.json()["error"]["code"]) == (param, code)
-
-
-def test_text_endpoints_refuse_a_plain_model(mlp_server):
-    client = openai.OpenAI(base_url=f"{mlp_server}/v1", api_key="unused", max_retries=0)
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.completions.create(model="mlp", prompt="hi")
-    assert caught.value.body["code"] == "model_not_text_generation" and "/v1/run" in caught.value.body["message"]
 
 
 # -- chat templates ----------------------------------------------------------------------------
@@ -495,40 +298,13 @@ def test_the_server_imports_no_torch(llama_kv):
     assert json.loads(result.stdout.splitlines()[-1]) == {"tokens": 4, "run": 200, "bad": []}
 
 
-def test_torchedge_serve_command(llama_kv):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    command = [sys.executable, "-m", "torchedge.cli", "serve", str(llama_kv[0]), "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, "--max-concurrency", "2", "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    timer = threading.Timer(LIFETIME, process.kill)
-    timer.start()
-    try:
-        assert "with 2 slot(s)" in process.stdout.readline()
-        url = f"http://127.0.0.1:{port}"
-
-        def up():
-            try:
-                return httpx.get(f"{url}/health").status_code == 200
-            except httpx.TransportError:
-                return process.poll() is None and False
-
-        _wait_until(up, timeout=60)
-        client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=60)
-        reply = client.chat.completions.create(
-            model="llama-kv", messages=[{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0
-        )
-        assert reply.usage.completion_tokens == 5
-    finally:
-        timer.cancel()
-        process.terminate()
-        process.wait(timeout=30)
+def test_torchedge_serve_command(llama_kv, alone):
+    with ServeProcess(llama_kv[0], "--max-concurrency", "2") as served:
+        assert "with 2 slot(s)" in served.banner
+        client = openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0, timeout=60)
+        messages = [{"role": "user", "content": "Hi"}]
+        reply = client.chat.completions.create(model="llama-kv", messages=messages, max_tokens=5, temperature=0)
+    assert reply.choices[0].message.content == alone(alone.chat_ids(messages), 5).text
 
 
 def test_serve_refuses_a_directory(tmp_path, capsys):
@@ -536,96 +312,3 @@ def test_serve_refuses_a_directory(tmp_path, capsys):
 
     assert main(["serve", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
-
-
-# -- the chat page in a real browser -----------------------------------------------------------
-
-
-def _chromium():
-    import shutil
-
-    return next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
-
-
-class Browser:
-    """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4: no port, no
-    websocket package): ``send(method, session, **params)`` returns the result."""
-
-    def __init__(self, executable: str, profile: Path):
-        to_chrome, self._write = os.pipe()
-        self._read, from_chrome = os.pipe()
-        os.set_inheritable(to_chrome, True)
-        os.set_inheritable(from_chrome, True)
-
-        def place_pipes():  # Chromium reads commands on fd 3 and writes replies on fd 4
-            r, w = os.dup(to_chrome), os.dup(from_chrome)
-            os.dup2(r, 3)
-            os.dup2(w, 4)
-
-        self.process = subprocess.Popen(
-            [executable, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
-            close_fds=False, preexec_fn=place_pipes,
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        os.close(to_chrome)
-        os.close(from_chrome)
-        self._buffer, self._id = b"", 0
-
-    def send(self, method: str, session: str | None = None, **params):
-        self._id += 1
-        message = {"id": self._id, "method": method, "params": params, **({"sessionId": session} if session else {})}
-        os.write(self._write, json.dumps(message).encode() + b"\0")
-        while True:
-            while b"\0" not in self._buffer:
-                chunk = os.read(self._read, 1 << 16)
-                assert chunk, "Chromium closed its pipe"
-                self._buffer += chunk
-            raw, self._buffer = self._buffer.split(b"\0", 1)
-            reply = json.loads(raw)
-            if reply.get("id") == self._id:
-                assert "error" not in reply, reply["error"]
-                return reply["result"]
-
-    def close(self):
-        self.process.kill()
-        self.process.wait(timeout=30)
-        os.close(self._read)
-        os.close(self._write)
-
-
-READ_LOG = (
-    "JSON.stringify([...document.querySelectorAll('.msg')]"
-    ".map(d => [d.className, d.dataset.done || '', d.textContent]))"
-)
-
-
-@pytest.mark.skipif(_chromium() is None, reason="no headless Chromium on this machine")
-def test_the_chat_page_streams_a_reply_in_chromium(server, client, tmp_path):
-    """Headless Chromium opens /?prompt=Hello, which sends "Hello"; the reply streams into the page
-    and ends equal to the API's answer to the same request (greedy, 64 tokens: the page's defaults)."""
-    want = (
-        client.chat.completions.create(
-            model="llama-kv", messages=[{"role": "user", "content": "Hello"}], max_tokens=64, temperature=0
-        )
-        .choices[0]
-        .message.content
-    )
-    browser = Browser(_chromium(), tmp_path / "profile")
-    timer = threading.Timer(120, browser.process.kill)
-    timer.start()
-    try:
-        target = browser.send("Target.createTarget", url=f"{server}/?prompt=Hello")["targetId"]
-        session = browser.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        deadline = time.monotonic() + 60
-        while True:
-            log = json.loads(
-                browser.send("Runtime.evaluate", session, expression=READ_LOG, returnByValue=True)["result"]["value"]
-            )
-            if len(log) == 2 and log[1][1] == "true" or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-    finally:
-        timer.cancel()
-        browser.close()
-    assert log == [["msg user", "", "Hello"], ["msg assistant", "true", want]]

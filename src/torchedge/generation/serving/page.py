@@ -144,9 +144,6 @@ document.getElementById("clear").addEventListener("click", () => {
   messages = [];
   log.textContent = "";
 });
-// A link can start a conversation: /?prompt=Hello sends "Hello" when the page opens.
-const first = new URLSearchParams(location.search).get("prompt");
-if (first) send(first);
 </script>
 </body>
 </html>

@@ -54,7 +54,9 @@ class ServerThread:
     def __init__(self, server, lifetime: float = 600.0, log_level: str = "warning"):
         self.server = server
         self.lifetime = lifetime
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so (protocol 0 does
+        # not), and without it every keep-alive reply in two writes waits 40 ms for a delayed ACK
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))  # the port is ours before uvicorn starts: no race
         self.port = self._socket.getsockname()[1]
