@@ -1,5 +1,8 @@
 """`torchedge export llama-kv` and `torchedge generate`: streaming text, rates, one-line errors."""
 
+import io
+import json
+
 import pytest
 
 from torchedge.cli.main import main
@@ -80,3 +83,69 @@ def test_missing_files_and_kv_dynamic_are_errors(llama_kv, tmp_path, capsys):
     assert "already dynamic" in capsys.readouterr().err
     assert main(["export", "mamba-kv"]) == 2
     assert "unknown KV-cache model 'mamba-kv'" in capsys.readouterr().err
+
+
+def _reference(llama_kv, prompt_ids, count, **options):
+    """The generation the command line should print, from the Python API."""
+    from torchedge.generation import TextGenerator, Tokenizer
+    from torchedge.runtime import Runtime
+
+    pte, tokenizer = llama_kv
+    generator = TextGenerator(Runtime.get().load_program(str(pte)))
+    return generator.generate(prompt_ids, count, tokenizer=Tokenizer.from_file(tokenizer), **options)
+
+
+def test_stats_prints_executorchs_observer_line(llama_kv, capsys):
+    from torchedge.generation import Tokenizer
+
+    assert _generate(llama_kv, "--max-new-tokens", "6", "--stop", "9999", "--stats") == 0
+    lines = capsys.readouterr().out.splitlines()
+    observer = [line for line in lines if line.startswith("PyTorchObserver ")]
+    assert len(observer) == 1
+    stats = json.loads(observer[0].removeprefix("PyTorchObserver "))
+    prompt = Tokenizer.from_file(llama_kv[1]).encode("Once upon a time")
+    assert (stats["prompt_tokens"], stats["generated_tokens"]) == (len(prompt), 5)  # 6 new: 1 prefill + 5 decoded
+    assert stats["model_load_start_ms"] <= stats["model_load_end_ms"] <= stats["inference_start_ms"]
+    assert stats["inference_start_ms"] <= stats["first_token_ms"] <= stats["inference_end_ms"]
+    assert f"\tPrompt Tokens: {len(prompt)}    Generated Tokens: 5" in lines
+
+
+def test_a_stop_string_cuts_the_text(llama_kv, capsys):
+    from torchedge.generation import Tokenizer
+
+    prompt = Tokenizer.from_file(llama_kv[1]).encode("Once upon a time")
+    text = _reference(llama_kv, prompt, 12, stop_tokens=[9999]).text
+    assert len(text) >= 6
+    stop = text[3:6]
+    assert _generate(llama_kv, "--max-new-tokens", "12", "--stop", "9999", "--stop-string", stop) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(text[: text.find(stop)] + "\nprefill: ") and "stopped by stop_string" in out
+
+
+def test_chat_reads_one_turn_per_line_until_the_end_of_input(llama_kv, capsys, monkeypatch):
+    from torchedge.generation import ChatTemplate, Conversation, TextGenerator, Tokenizer
+    from torchedge.runtime import Runtime
+
+    pte, tokenizer = llama_kv
+    monkeypatch.setattr("sys.stdin", io.StringIO("Hello there\n\nTell me more\n"))
+    options = ("--max-new-tokens", "6", "--stop", "9999")
+    assert main(["generate", str(pte), "--tokenizer", str(tokenizer), "--chat", "--system", "Be brief.", *options]) == 0
+    replies = capsys.readouterr().out.split("stopped by max_new_tokens\n")
+
+    chat = Conversation(
+        TextGenerator(Runtime.get().load_program(str(pte))),
+        Tokenizer.from_file(tokenizer),
+        ChatTemplate.find(str(tokenizer)),
+        system="Be brief.",
+        stop_tokens=[9999],
+    )
+    expected = [chat.say(text, 6).text for text in ("Hello there", "Tell me more")]
+    assert len(replies) == 3 and replies[2] == ""  # two turns: the empty line is skipped
+    for reply, text in zip(replies, expected):
+        assert reply.startswith(text + "\nprefill: ")
+
+
+def test_neither_a_prompt_nor_chat_is_an_error(llama_kv, capsys):
+    pte, tokenizer = llama_kv
+    assert main(["generate", str(pte), "--tokenizer", str(tokenizer)]) == 2
+    assert "give --prompt TEXT, or --chat" in capsys.readouterr().err

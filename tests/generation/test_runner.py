@@ -124,6 +124,21 @@ def test_the_cache_capacity_stops_generation_cleanly():
         TextGenerator(program).generate(list(range(8)), 1)
 
 
+def test_a_generation_continues_the_cache_from_start_position():
+    """The second generation feeds its prompt after the first one's tokens, which stay in the cache."""
+    program = CountingProgram(constants={"get_max_context_len": [8], "get_vocab_size": [16]})
+    generator = TextGenerator(program)
+    assert generator.generate([1, 2], 2).tokens == [3, 4]  # positions 0-2 hold 1, 2, 3 (4 was not fed)
+    program.calls.clear()
+    result = generator.generate([4, 9], 10, start_position=3)
+    assert program.calls == [([4, 9], [3, 4]), ([10], [5]), ([11], [6])]
+    assert (result.tokens, result.stopped_by) == ([10, 11, 12], "max_seq_len")  # 3 + 2 + 3 = 8 positions
+    with pytest.raises(InputError, match="prompt has 2 tokens after the 6 already in the cache"):
+        generator.generate([1, 2], 1, start_position=6)
+    with pytest.raises(InputError, match="start_position must be an integer >= 0"):
+        generator.generate([1], 1, start_position=-1)
+
+
 def test_constant_methods_are_read_when_present():
     constants = {"get_max_seq_len": [64], "get_vocab_size": [16], "get_bos_id": [1], "get_eos_id": [2]}
     generator = TextGenerator(CountingProgram(constants=constants))

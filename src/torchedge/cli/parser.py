@@ -290,7 +290,19 @@ def _generate(sub) -> None:
     p = sub.add_parser("generate", help="generate text with a decoder-only LM .pte (KV cache) on the NumPy runtime")
     p.add_argument("pte", help="the decoder-only LM .pte (as `torchedge export <name>-kv` writes)")
     p.add_argument("--tokenizer", required=True, help="tokenizer.json (the 'tokenizers' package reads it)")
-    p.add_argument("--prompt", required=True, help="the text to continue")
+    p.add_argument("--prompt", help="the text to continue (with --chat: the first user message)")
+    p.add_argument(
+        "--chat",
+        action="store_true",
+        help="chat: one user message per line of standard input until its end, the history kept in the cache",
+    )
+    p.add_argument("--system", help="with --chat: a system message before the conversation")
+    p.add_argument(
+        "--chat-template",
+        metavar="FILE",
+        help="with --chat: a Jinja chat template, or a tokenizer_config.json holding one "
+        "(default: the one beside the tokenizer, else a plain <|role|> layout)",
+    )
     # the generator checks these values itself (one-line TorchEdgeError), for its Python callers as well
     p.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate at most (default: 32)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
@@ -304,6 +316,15 @@ def _generate(sub) -> None:
         nargs="+",
         action="extend",
         help="stop at these token ids (default: the program's, else the tokenizer's, end-of-sequence ids)",
+    )
+    p.add_argument(
+        "--stop-string",
+        metavar="TEXT",
+        action="append",
+        help="stop when the text contains TEXT (cut before it); repeatable",
+    )
+    p.add_argument(
+        "--stats", action="store_true", help="print ExecuTorch's runner statistics (PyTorchObserver JSON) per reply"
     )
     p.set_defaults(fn=cmd_generate)
 
