@@ -16,8 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from torchedge.generation import TextGenerator, Tokenizer
-from torchedge.generation.serving.chat_template import ChatTemplate
+from torchedge.generation import ChatTemplate, TextGenerator, Tokenizer
 from torchedge.generation.serving.engine import GenerationParams, generate_text
 from torchedge.runtime import Runtime
 

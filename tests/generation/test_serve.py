@@ -27,10 +27,9 @@ from tests.generation.serve_support import (  # noqa: E402
     ServeProcess,
     export_llama_kv,
 )
-from torchedge.generation import Tokenizer  # noqa: E402
+from torchedge.generation import ChatTemplate, StopText, Tokenizer  # noqa: E402
+from torchedge.generation.chat import DEFAULT_CHAT_TEMPLATE  # noqa: E402
 from torchedge.generation.serving.app import ModelServer  # noqa: E402
-from torchedge.generation.serving.chat_template import DEFAULT_CHAT_TEMPLATE, ChatTemplate  # noqa: E402
-from torchedge.generation.serving.engine import StopText  # noqa: E402
 from torchedge.generation.serving.server import ServerThread  # noqa: E402
 
 

@@ -3,8 +3,8 @@
 Needs the ``serve`` extra (``pip install 'torchedge[serve]'``: Starlette, uvicorn, jinja2) and,
 for text, ``tokenizers``; like the rest of `torchedge.generation`, never torch. The pieces:
 `engine` (slots: one load of the program's bytes, a KV cache per concurrent conversation, a
-bounded waiting line), `protocol` (OpenAI's requests and errors), `chat_template`, `arrays`
-(``/v1/run``), `app` (the Starlette routes). See docs/serving.md.
+bounded waiting line), `protocol` (OpenAI's requests and errors), `arrays` (``/v1/run``), `app`
+(the Starlette routes); chat templates and stop strings are `torchedge.generation`'s. See docs/serving.md.
 """
 
 from __future__ import annotations

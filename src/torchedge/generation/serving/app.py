@@ -70,16 +70,23 @@ async def _read_body(server: ModelServer, request: Request) -> bytes:
 async def _completions(server: ModelServer, request: Request) -> Response:
     parsed = protocol.parse_completion(protocol.parse_json(await _read_body(server, request)))
     server.check_model(parsed.model)
-    ids = server.completion_prompt(parsed)
-    shape = Shape(False, server.model_name, parsed.include_usage)
-    return await server.generate(request, ids, parsed.params, parsed.stream, shape)
+    return await _generate(server, request, parsed, server.completion_prompt(parsed), chat=False)
 
 
 async def _chat(server: ModelServer, request: Request) -> Response:
     parsed = protocol.parse_chat(protocol.parse_json(await _read_body(server, request)))
     server.check_model(parsed.model)
-    ids = server.chat_prompt(parsed)
-    shape = Shape(True, server.model_name, parsed.include_usage)
+    return await _generate(server, request, parsed, server.chat_prompt(parsed), chat=True)
+
+
+async def _generate(
+    server: ModelServer,
+    request: Request,
+    parsed: protocol.CompletionRequest | protocol.ChatRequest,
+    ids: list[int],
+    chat: bool,
+) -> Response:
+    shape = Shape(chat, server.model_name, parsed.include_usage)
     return await server.generate(request, ids, parsed.params, parsed.stream, shape)
 
 

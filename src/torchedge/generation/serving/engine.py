@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from torchedge.errors import InputError, TorchEdgeError
 from torchedge.generation.runner import TextGenerator
 
-__all__ = ["Busy", "Completion", "GenerationParams", "Slot", "SlotPool", "StopText", "generate_text", "load_slots"]
+__all__ = ["Busy", "Completion", "GenerationParams", "Slot", "SlotPool", "generate_text", "load_slots"]
 
 
 class Busy(TorchEdgeError):
@@ -175,48 +175,6 @@ class Completion:
     finish_reason: str  # "stop" (an end-of-sequence token or a stop string) or "length"
 
 
-class StopText:
-    """Text as tokens arrive, cut at the first stop string; `push` returns what is safe to send.
-
-    Text that may be the start of a stop string is held back until the next tokens show
-    whether it is; it is sent at the end (`flush`) when no stop string completed.
-    """
-
-    def __init__(self, stop: Sequence[str]):
-        self.stop = tuple(s for s in stop if s)
-        self.text = ""
-        self.sent = 0
-        self.stopped = False
-
-    def push(self, piece: str) -> str:
-        if self.stopped:
-            return ""
-        self.text += piece
-        found = [self.text.find(s, max(0, self.sent - len(s) + 1)) for s in self.stop]
-        cut = min((i for i in found if i >= 0), default=-1)
-        if cut >= 0:
-            self.text, self.stopped = self.text[:cut], True
-            return self._send(cut)
-        hold = max((_overlap(self.text, s) for s in self.stop), default=0)
-        return self._send(len(self.text) - hold)
-
-    def flush(self) -> str:
-        return self._send(len(self.text))
-
-    def _send(self, end: int) -> str:
-        end = max(end, self.sent)
-        piece, self.sent = self.text[self.sent : end], end
-        return piece
-
-
-def _overlap(text: str, stop: str) -> int:
-    """The length of the longest end of ``text`` that begins ``stop`` (shorter than ``stop``)."""
-    for n in range(min(len(stop) - 1, len(text)), 0, -1):
-        if text.endswith(stop[:n]):
-            return n
-    return 0
-
-
 def generate_text(
     generator: TextGenerator,
     tokenizer,
@@ -231,41 +189,24 @@ def generate_text(
     generation at the next token (`Cancelled` is raised)."""
     if params.max_tokens is None:
         raise InputError("generate_text needs max_tokens (the server fills it in)")
-    stream = tokenizer.stream()
-    text = StopText(params.stop)
-    count = 0
 
-    def on_token(token: int) -> None:
-        nonlocal count
-        count += 1
+    def check(token: int) -> None:
         if cancel is not None and cancel.is_set():
             raise Cancelled
-        piece = text.push(stream.push(token))
-        if piece:
-            emit(piece)
-        if text.stopped:
-            raise _StopString
 
-    finish = "length"
-    try:
-        result = generator.generate(
-            prompt_ids,
-            params.max_tokens,
-            temperature=params.temperature,
-            top_k=params.top_k,
-            top_p=params.top_p,
-            seed=params.seed,
-            stop_tokens=stop_tokens,
-            callback=on_token,
-        )
-        finish = "stop" if result.stopped_by == "stop_token" else "length"
-    except _StopString:
-        finish = "stop"
-    rest = text.flush()
-    if rest:
-        emit(rest)
-    return Completion(text.text, len(prompt_ids), count, finish)
-
-
-class _StopString(Exception):
-    """Raised inside a generation when its text reached a stop string."""
+    result = generator.generate(
+        prompt_ids,
+        params.max_tokens,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        seed=params.seed,
+        stop_tokens=stop_tokens,
+        callback=check,
+        tokenizer=tokenizer,
+        stop_strings=params.stop,
+        on_text=emit,
+    )
+    finish = "stop" if result.stopped_by in ("stop_token", "stop_string") else "length"
+    assert result.text is not None  # on_text is given, so the runner decoded the tokens
+    return Completion(result.text, result.prompt_tokens, len(result.tokens), finish)

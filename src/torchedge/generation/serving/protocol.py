@@ -261,63 +261,31 @@ def usage(completion: Completion) -> dict:
 
 
 def completion_response(request_id: str, model: str, completion: Completion) -> dict:
-    return {
-        "id": request_id,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "text": completion.text, "logprobs": None, "finish_reason": completion.finish_reason}],
-        "usage": usage(completion),
-        "system_fingerprint": None,
-    }
+    choice = {"index": 0, "text": completion.text, "logprobs": None, "finish_reason": completion.finish_reason}
+    return _answer(request_id, "text_completion", model, [choice], usage=usage(completion), system_fingerprint=None)
 
 
 def completion_chunk(request_id: str, model: str, text: str, finish_reason: str | None = None) -> dict:
-    return {
-        "id": request_id,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}],
-    }
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    return _answer(request_id, "text_completion", model, [choice])
 
 
 def chat_response(request_id: str, model: str, completion: Completion) -> dict:
-    return {
-        "id": request_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": completion.text},
-                "logprobs": None,
-                "finish_reason": completion.finish_reason,
-            }
-        ],
-        "usage": usage(completion),
-        "system_fingerprint": None,
-    }
+    message = {"role": "assistant", "content": completion.text}
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": completion.finish_reason}
+    return _answer(request_id, "chat.completion", model, [choice], usage=usage(completion), system_fingerprint=None)
 
 
 def chat_chunk(request_id: str, model: str, delta: dict, finish_reason: str | None = None) -> dict:
-    return {
-        "id": request_id,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-    }
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    return _answer(request_id, "chat.completion.chunk", model, [choice])
 
 
 def usage_chunk(request_id: str, model: str, kind: str, completion: Completion) -> dict:
     """The last chunk of a stream with ``stream_options.include_usage``: no choices, the usage."""
-    return {
-        "id": request_id,
-        "object": kind,
-        "created": int(time.time()),
-        "model": model,
-        "choices": [],
-        "usage": usage(completion),
-    }
+    return _answer(request_id, kind, model, [], usage=usage(completion))
+
+
+def _answer(request_id: str, kind: str, model: str, choices: list[dict], **fields) -> dict:
+    """OpenAI's envelope of a response or a stream chunk: id, object, created, model, choices, then ``fields``."""
+    return {"id": request_id, "object": kind, "created": int(time.time()), "model": model, "choices": choices, **fields}

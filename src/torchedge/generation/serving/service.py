@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from torchedge.errors import InputError, TorchEdgeError
+from torchedge.generation.chat import ChatTemplate
 from torchedge.generation.serving import protocol
-from torchedge.generation.serving.chat_template import ChatTemplate
 from torchedge.generation.serving.engine import (
     Busy,
     Cancelled,
