@@ -40,6 +40,7 @@ ALLOWED_PART_EDGES = {
     # their kernels register themselves; the libraries import the registry to register.
     ("torchedge.kernels.registry", "torchedge.kernels.portable"),
     ("torchedge.kernels.registry", "torchedge.kernels.quantized"),
+    ("torchedge.kernels.registry", "torchedge.kernels.optimized"),
 }
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchedge.fusion.pattern import MISSING, Const, Copies, Maybe, Op, Same, Var, match
+from torchedge.fusion.pattern import MISSING, Const, Copies, Either, Maybe, Op, Same, Var, match
 
 
 class Node:
@@ -93,3 +93,22 @@ def test_guard_rejects_in_const_test():
     pattern = Op("aten::mul", self=Var("x"), other=Const("scale", lambda v: isinstance(v, float)))
     assert match(pattern, G, Node("aten::mul", self=x, other=0.5)) is not None
     assert match(pattern, G, Node("aten::mul", self=x, other=True)) is None
+
+
+def test_alternatives_and_a_bound_pattern():
+    product = Either(
+        Op("aten::addmm", name="p", self=Var("bias"), mat1=Var("x")), Op("aten::mm", name="p", self=Var("x"))
+    )
+    root = Either(Op("aten::relu", self=product), Op("aten::gelu", self=product, approximate="none"))
+    assert root.operators == ("aten::relu", "aten::gelu")
+    mm = Node("aten::mm", self=x)
+    found = match(root, G, Node("aten::gelu", self=mm, approximate="none"))
+    assert found is not None and found["x"] is x and found["bias"] is None and found.nodes["p"] is mm
+    assert found.operator() == "gelu"
+    assert match(root, G, Node("aten::gelu", self=mm, approximate="tanh")) is None
+    # an alternative that fails leaves nothing bound for the next one
+    addmm = Node("aten::addmm", self=b, mat1=x)
+    assert match(root, G, Node("aten::relu", self=addmm))["bias"] is b
+    silu = Op("aten::mul", commutative=True, self=Var("g", Op("aten::mm")), other=Op("aten::sigmoid", self=Var("g")))
+    assert match(silu, G, Node("aten::mul", self=Node("aten::sigmoid", self=mm), other=mm)) is not None
+    assert match(silu, G, Node("aten::mul", self=Node("aten::sigmoid", self=x), other=x)) is None  # x is no mm

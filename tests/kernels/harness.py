@@ -131,10 +131,11 @@ def assert_close(got: np.ndarray, want: np.ndarray, rtol=None, atol=None, what="
         np.testing.assert_array_equal(got, want, err_msg=what)
 
 
-def run_case(case: Case, tolerances=None) -> None:
+def run_case(case: Case, tolerances=None, library: str | None = None) -> None:
     """Run ``case`` against its reference; ``tolerances`` (dtype -> (rtol, atol)) overrides the
-    default tolerances of `assert_close` for outs of those dtypes."""
-    kernel = get_kernel(case.op)
+    default tolerances of `assert_close` for outs of those dtypes. ``library`` picks the kernel
+    of that library (default: the one the runtime runs)."""
+    kernel = get_kernel(case.op, library)
     args = [to_kernel_arg(a) for a in case.args]
     try:
         expected = case.ref(*case.args)

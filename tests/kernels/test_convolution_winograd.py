@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from torchedge.kernels.portable import convolution, convolution_winograd
-from torchedge.kernels.portable.derived_arrays import cached_keys
+from torchedge.kernels.optimized import convolution, convolution_winograd
+from torchedge.kernels.optimized.derived_arrays import cached_keys
 from torchedge.kernels.registry import get_kernel
 
 _CONV = get_kernel("aten::convolution.out").fn

@@ -298,8 +298,8 @@ def test_conv_bn_act(case):
 
 def test_conv_bn_act_folds_constant_weights_once():
     """Read-only (constant) weights are folded once and reused; writable ones every call."""
-    from torchedge.kernels.portable import fused
-    from torchedge.kernels.portable.derived_arrays import cached_keys
+    from torchedge.kernels.optimized import fused
+    from torchedge.kernels.optimized.derived_arrays import cached_keys
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)

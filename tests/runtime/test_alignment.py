@@ -6,7 +6,7 @@ import torch
 
 from tests.conftest import torchedge_compile
 from torchedge.kernels.allocator import ALIGNMENT, aligned_bytes
-from torchedge.kernels.portable.windows import workspace
+from torchedge.kernels.optimized.scratch import per_call, scratch
 from torchedge.runtime import Runtime
 from torchedge.runtime.memory_report import memory_report
 from torchedge.serialize import deserialize_pte
@@ -47,6 +47,7 @@ def test_aligned_bytes(nbytes):
             assert not block.any()
 
 
-def test_workspace_is_aligned_as_it_grows():
+@per_call
+def test_scratch_is_aligned_as_it_grows():
     for shape in [(3,), (7, 5), (1000,), (257, 129)]:
-        assert workspace("alignment test", shape, np.float32).ctypes.data % ALIGNMENT == 0
+        assert scratch(shape, np.float32).ctypes.data % ALIGNMENT == 0

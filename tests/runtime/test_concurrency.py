@@ -24,7 +24,7 @@ from tests.conftest import torchedge_compile
 from torchedge.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
 from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
 from torchedge.kernels import registry
-from torchedge.kernels.portable.derived_arrays import cached_keys, derived
+from torchedge.kernels.optimized.derived_arrays import cached_keys, derived
 from torchedge.runtime import Runtime
 from torchedge.runtime.threads import ThreadLimit
 

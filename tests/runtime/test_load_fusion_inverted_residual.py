@@ -1,4 +1,4 @@
-"""Load-time fusion of MobileNetV2's inverted residual block (`torchedge.runtime.fusion.convolutions`):
+"""Load-time fusion of MobileNetV2's inverted residual block (rule `inverted_residual`, `torchedge.fusion`):
 a 1x1 expansion, a depthwise convolution and a 1x1 projection (with their clamps and the zero
 padding before the depthwise) run as one channels-last kernel on small planes, and stay as
 written wherever the block differs from what the kernel computes or another instruction reads

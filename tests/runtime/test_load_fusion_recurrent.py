@@ -161,7 +161,7 @@ def test_a_result_planned_over_the_state_needs_no_scratch_memory(offset):
     """Memory planning may put the new cell over the old one (or part of it): the fused step reads
     the state only in the call that writes the new cell, which NumPy runs on a copy where they
     overlap, so the values are those of separate memory."""
-    from torchedge.kernels.portable.fused_recurrent import lstm_cell
+    from torchedge.kernels.optimized.fused_recurrent import lstm_cell
     from torchedge.runtime.fusion.recurrent import _Cell
 
     rng = np.random.default_rng(5)

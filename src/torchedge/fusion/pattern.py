@@ -3,9 +3,9 @@
 A pattern describes the computation that produced a value, walking back from it: an operator
 call with its arguments by schema name, each argument a pattern in turn or a literal it must
 equal. The matcher knows nothing of FX nodes or loaded steps: a `Graph` adapter answers its
-few questions (which operator a node calls, what an argument refers to, who produced it, its
-value when fixed ahead of the run, whether a node is a plain copy), so one rule matches the
-FX graph ahead of time and a loaded program's steps at load.
+few questions (which operator a node calls, what an argument refers to, who produced it, who
+reads a result, its value when fixed ahead of the run, whether a node is a plain copy), so one
+rule matches the FX graph ahead of time and a loaded program's steps at load.
 
 >>> pattern = Op("aten::relu", self=Op("aten::addmm", name="product", self=Var("bias")))
 
@@ -14,13 +14,16 @@ The pieces:
 * `Op` (``op``, ``name=``, ``commutative=``, ``**arguments``): a call of ``op`` ("aten::bmm":
   any overload) whose named arguments match; ``name`` binds the node, and a name bound
   twice must be the same node. ``commutative=True`` also tries the first two operands swapped.
-* `Var` (name): any value, bound by name (a second `Var` of that name must be the same value).
+* `Var` (name, pattern=None): any value (or one ``pattern`` matches), bound by name (a second
+  `Var` of that name must be the same value).
 * `Const` (name, test): a value fixed ahead of the run (a Python scalar, list or string, or a
   constant 0-d tensor), bound by name; ``test`` must accept it.
 * `Same` (name): the value the node bound as ``name`` computed.
 * `Copies` (pattern): zero or more plain copies (the adapter says which) in front of ``pattern``.
 * `Maybe` (op, through): ``op``, or, where it does not match, what its argument ``through``
   would have matched (an optional node: ``scores [+ mask]``).
+* `Either` (*alternatives): the first alternative that matches (a rule may have several roots:
+  ``relu`` or ``gelu`` after a product).
 * A literal (number, string, None, tuple): the argument is that constant.
 
 A match returns a `Match`: the values, constants and nodes bound by name, and the group of
@@ -34,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["MISSING", "Graph", "Pattern", "Op", "Var", "Const", "Same", "Copies", "Maybe", "Match", "match"]
+__all__ = ["MISSING", "Graph", "Pattern", "Op", "Var", "Const", "Same", "Copies", "Maybe", "Either", "Match", "match"]
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 
@@ -61,6 +64,10 @@ class Graph(Protocol):
 
     def same(self, a, b) -> bool:
         """Whether references ``a`` and ``b`` read the same value."""
+
+    def readers(self, node) -> tuple:
+        """The nodes that read ``node``'s result (its ``out``), None among them for a reader
+        outside the graph (the program's outputs)."""
 
     def shape(self, ref) -> tuple | None:
         """The shape of the tensor ``ref`` reads, None when it is not a tensor of a fixed shape."""
@@ -95,6 +102,11 @@ class Match:
             return self.constants[name]
         return self.refs.get(name)
 
+    def operator(self, node=None) -> str:
+        """The name of the operator matched ``node`` (the root by default) calls, without its
+        namespace (``"relu"``)."""
+        return str(self.graph.operator(self.root if node is None else node)).split("::")[-1]
+
     def _save(self) -> tuple:
         return dict(self.refs), dict(self.constants), dict(self.nodes), list(self.group)
 
@@ -126,6 +138,11 @@ class Op(Pattern):
 
     def __init__(self, op: str, /, *, name: str | None = None, commutative: bool = False, **arguments):
         self.op, self.name, self.commutative, self.arguments = op, name, commutative, arguments
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        """The operator the pattern's root calls (as `Either.operators`)."""
+        return (self.op,)
 
     def match(self, graph: Graph, ref, found: Match) -> bool:
         node = graph.producer(ref)
@@ -159,15 +176,17 @@ class Op(Pattern):
 
 
 class Var(Pattern):
-    """Any value, bound as ``name``."""
+    """Any value (one ``pattern`` matches, when given), bound as ``name``."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, pattern=None):
+        self.name, self.pattern = name, pattern
 
     def match(self, graph: Graph, ref, found: Match) -> bool:
-        if self.name in found.refs:
-            return graph.same(found.refs[self.name], ref)
-        found.refs[self.name] = ref
+        if self.name in found.refs and not graph.same(found.refs[self.name], ref):
+            return False
+        if self.pattern is not None and not _argument(graph, ref, self.pattern, found):
+            return False  # (checked wherever the name appears: the first may be a plain `Var`)
+        found.refs.setdefault(self.name, ref)
         return True
 
 
@@ -243,7 +262,31 @@ class Maybe(Pattern):
         return matched
 
 
-def match(pattern: Op, graph: Graph, node) -> Match | None:
+class Either(Pattern):
+    """The first of ``alternatives`` (`Op` patterns) that matches."""
+
+    def __init__(self, *alternatives: Op):
+        self.alternatives = alternatives
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        """The operators the alternatives call."""
+        return tuple(dict.fromkeys(a.op for a in self.alternatives))
+
+    def match(self, graph: Graph, ref, found: Match) -> bool:
+        node = graph.producer(ref)
+        return node is not None and self.match_node(graph, node, found)
+
+    def match_node(self, graph: Graph, node, found: Match) -> bool:
+        saved = found._save()
+        for alternative in self.alternatives:
+            if alternative.match_node(graph, node, found):
+                return True
+            found._restore(saved)
+        return False
+
+
+def match(pattern: Op | Either, graph: Graph, node) -> Match | None:
     """Match ``pattern`` with ``node`` as its root call: the `Match`, or None."""
     found = Match(graph, root=node)
     return found if pattern.match_node(graph, node, found) else None

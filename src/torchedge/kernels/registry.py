@@ -6,6 +6,16 @@ name, together with its shape function and its traits::
     @register_kernel("aten::relu.out", shape=broadcast_inputs, inplace_safe=True)
     def relu(self, out): ...
 
+Libraries
+---------
+Kernels come in libraries, as in ExecuTorch: ``portable`` (`torchedge.kernels.portable`,
+one plain algorithm per operator: the reference), ``optimized``
+(`torchedge.kernels.optimized`: faster strategies and the fused operators, registered with
+``library="optimized"``) and ``user`` (any other module: a user's own kernels). `get_kernel`
+returns the kernel of the highest library that has one (user, then optimized, then
+portable); ``get_kernel(name, library="portable")`` returns the reference. An override keeps
+the shape function and traits of the operator unless it gives its own.
+
 Kernel contract
 ---------------
 A kernel is a plain function whose positional parameters are the arguments of
@@ -63,8 +73,10 @@ from torchedge.errors import OperatorMissingError
 __all__ = [
     "Kernel",
     "OpTraits",
+    "LIBRARIES",
     "register_kernel",
     "get_kernel",
+    "kernel_library",
     "has_kernel",
     "registered_operators",
     "op_traits",
@@ -105,21 +117,37 @@ class OpTraits:
     written_arg: int | None = None  # the tensor written is this argument (default: the last one, the out)
 
 
-_KERNELS: dict[str, Kernel] = {}
+LIBRARIES = ("portable", "optimized", "user")  # lowest precedence first
+
+_KERNELS: dict[str, Kernel] = {}  # the kernel of the highest library, per operator
+_MODULES: dict[str, str] = {}  # the module that registered it
+_LIBRARY_OF: dict[str, str] = {}  # and its library
+_LIBRARY_KERNELS: dict[tuple[str, str], tuple[Kernel, str]] = {}  # (library, operator) -> kernel, module
 _TRAITS: dict[str, OpTraits] = {}
-_MODULES: dict[str, str] = {}
 _NO_TRAITS = OpTraits()
 
 
-def register_kernel(*op_names: str, shape: Callable | None = None, **traits):
-    """Decorator registering ``fn`` as the kernel of each ``"ns::op.overload"`` name, with
-    its shape function ``shape(op_name, *kernel_args)`` and its `OpTraits` flags.
+def _default_library(module: str) -> str:
+    if module.startswith("torchedge.kernels.optimized."):
+        return "optimized"
+    return "portable" if module.startswith("torchedge.kernels.") else "user"
 
-    A later registration of the same name replaces the earlier kernel, so users can
-    override the portable kernels with their own; it replaces the traits too when it
-    gives a shape function or a trait, and keeps them otherwise.
+
+def register_kernel(*op_names: str, shape: Callable | None = None, library: str | None = None, **traits):
+    """Decorator registering ``fn`` as the kernel of each ``"ns::op.overload"`` name in
+    ``library`` (default: ``optimized`` for modules of `torchedge.kernels.optimized`,
+    ``portable`` for the other modules of `torchedge.kernels`, ``user`` for everyone else),
+    with its shape function ``shape(op_name, *kernel_args)`` and its `OpTraits` flags.
+
+    A later registration of the same name in the same library replaces the earlier kernel;
+    a library of higher precedence overrides the lower ones (see Libraries). The traits are
+    the operator's, whatever the library: a registration replaces them when it gives a shape
+    function or a trait, and keeps them otherwise.
     """
     module = sys._getframe(1).f_globals.get("__name__", "")
+    library = _default_library(module) if library is None else library
+    if library not in LIBRARIES:
+        raise ValueError(f"unknown kernel library {library!r}: expected one of {list(LIBRARIES)}")
 
     def decorate(fn: Callable) -> Callable:
         params = inspect.signature(fn).parameters.values()
@@ -127,8 +155,10 @@ def register_kernel(*op_names: str, shape: Callable | None = None, **traits):
             raise TypeError(f"kernel {fn.__name__} must list its schema arguments, not *args")
         num_args = sum(1 for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY)
         for name in op_names:
-            _KERNELS[name] = Kernel(name, fn, num_args)
-            _MODULES[name] = module
+            kernel = Kernel(name, fn, num_args)
+            _LIBRARY_KERNELS[library, name] = kernel, module
+            if LIBRARIES.index(library) >= LIBRARIES.index(_LIBRARY_OF.get(name, library)):
+                _KERNELS[name], _MODULES[name], _LIBRARY_OF[name] = kernel, module, library
             if shape is not None or traits:
                 bound = functools.partial(shape, name) if shape is not None else None
                 _TRAITS[name] = OpTraits(shape=bound, **traits)
@@ -138,18 +168,28 @@ def register_kernel(*op_names: str, shape: Callable | None = None, **traits):
 
 
 def _ensure_portable_loaded() -> None:
-    # Importing the portable and quantized libraries registers their kernels.
+    # Importing the kernel libraries registers their kernels: portable first, then the
+    # optimized overrides.
+    import torchedge.kernels.optimized  # noqa: F401
     import torchedge.kernels.portable  # noqa: F401
     import torchedge.kernels.quantized  # noqa: F401
 
 
-def get_kernel(op_name: str) -> Kernel:
-    """Return the kernel for ``op_name`` or raise `OperatorMissingError` naming it."""
+def get_kernel(op_name: str, library: str | None = None) -> Kernel:
+    """The kernel for ``op_name``: that of the highest library that has one, or that of
+    ``library``. Raises `OperatorMissingError` naming the operator when there is none."""
     _ensure_portable_loaded()
-    kernel = _KERNELS.get(op_name)
+    kernel = _KERNELS.get(op_name) if library is None else _LIBRARY_KERNELS.get((library, op_name), (None,))[0]
     if kernel is None:
-        raise OperatorMissingError(f"no kernel registered for operator '{op_name}'")
+        where = "" if library is None else f" in the {library!r} kernel library"
+        raise OperatorMissingError(f"no kernel registered for operator '{op_name}'{where}")
     return kernel
+
+
+def kernel_library(op_name: str) -> str:
+    """The library whose kernel `get_kernel` returns for ``op_name``."""
+    _ensure_portable_loaded()
+    return _LIBRARY_OF[op_name]
 
 
 def has_kernel(op_name: str) -> bool:
@@ -157,9 +197,12 @@ def has_kernel(op_name: str) -> bool:
     return op_name in _KERNELS
 
 
-def registered_operators() -> list[str]:
+def registered_operators(library: str | None = None) -> list[str]:
+    """Every operator with a kernel (in ``library``, if given), sorted."""
     _ensure_portable_loaded()
-    return sorted(_KERNELS)
+    if library is None:
+        return sorted(_KERNELS)
+    return sorted(name for lib, name in _LIBRARY_KERNELS if lib == library)
 
 
 def op_traits(op_name: str) -> OpTraits:
@@ -168,10 +211,11 @@ def op_traits(op_name: str) -> OpTraits:
     return _TRAITS.get(op_name, _NO_TRAITS)
 
 
-def registering_module(op_name: str) -> str:
-    """The name of the module whose `register_kernel` call registered ``op_name``."""
+def registering_module(op_name: str, library: str | None = None) -> str:
+    """The name of the module whose `register_kernel` call registered the kernel `get_kernel`
+    returns for ``op_name`` (or that of ``library``)."""
     _ensure_portable_loaded()
-    return _MODULES[op_name]
+    return _MODULES[op_name] if library is None else _LIBRARY_KERNELS[library, op_name][1]
 
 
 def has_shape_function(op_name: str) -> bool:

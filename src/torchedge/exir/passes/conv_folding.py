@@ -10,17 +10,21 @@
   as after each spatial dim becomes ``conv(x)`` with that much more padding (TensorFlow-style
   "same" padding pads explicitly, often by nothing at all). Uneven padding stays.
 
-ExecuTorch runs the result as well; `FuseKernelsPass` folds the uneven cases into its own operator.
+ExecuTorch runs the result as well; `FuseKernelsPass` folds the uneven cases into its own operator
+(both with the one pattern and arithmetic of `torchedge.fusion.rules_convolution`). This is the
+one batch-norm fold of the compiler: the fused convolution takes none.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 
 import torch
 
 from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.exir.passes.fusion_matching import FxGraph
+from torchedge.fusion.pattern import match
+from torchedge.fusion.rules_convolution import PADDED_CONVOLUTION, padded_sides
 
 __all__ = ["fold_into_convolutions"]
 
@@ -112,23 +116,13 @@ def _is_constant(node, constant_names: set[str], dtype: torch.dtype) -> bool:
 
 
 def _fold_padding(conv: torch.fx.Node) -> bool:
-    pad = conv.args[0]
-    if (
-        conv.kwargs
-        or conv.args[6]
-        or not isinstance(pad, torch.fx.Node)
-        or pad.target is not aten.constant_pad_nd.default
-    ):
+    found = match(PADDED_CONVOLUTION, FxGraph(), conv)
+    if found is None or conv.kwargs:
         return False
-    pads = list(pad.args[1])
-    value = pad.args[2] if len(pad.args) > 2 else pad.kwargs.get("value", 0)
-    spatial = pad.meta["val"].dim() - 2
-    padding = list(conv.args[4])
-    padding = padding * spatial if len(padding) == 1 else padding
-    even = all(pads[2 * i] == pads[2 * i + 1] >= 0 for i in range(len(pads) // 2))
-    if value != 0 or math.copysign(1.0, value) < 0 or not even or len(pads) > 2 * spatial or len(padding) != spatial:
-        return False
-    for i in range(len(pads) // 2):  # pairs from the last dim backwards
-        padding[spatial - 1 - i] += pads[2 * i]
-    conv.args = (pad.args[0], *conv.args[1:4], padding, *conv.args[5:])
+    spatial = conv.meta["val"].dim() - 2
+    padding = list(found["padding"])
+    sides = padded_sides(padding * spatial if len(padding) == 1 else padding, found["pads"])
+    if sides is None or len(sides[0]) != spatial or sides[0] != sides[1]:
+        return False  # uneven: `FuseKernelsPass` folds it into its own operator
+    conv.args = (found["input"], *conv.args[1:4], sides[0], *conv.args[5:])
     return True

@@ -1,7 +1,7 @@
 """The ``torchedge_fused`` operators: their schemas, their eager reference implementations and their
 definition in a `torch.library`, so that fused graphs still trace, run in eager and get out variants.
 
-The portable kernels that run them are in `torchedge.kernels.portable.fused`; the pass that puts
+The portable kernels that run them are in `torchedge.kernels.optimized.fused`; the pass that puts
 them in graphs is `torchedge.exir.passes.kernel_fusion`.
 """
 

@@ -1,7 +1,6 @@
-"""Graph helpers the kernel-fusion matchers share: node tests, the views and expands that
-decompositions leave around a pattern, `replace_with_fused`, which swaps a matched chain
-for one fused node, and the ahead-of-time adapter of `torchedge.fusion`'s rules: `FxGraph` (the
-FX graph as the pattern matcher's `Graph`) and `apply_rule`."""
+"""Graph helpers the kernel-fusion matchers share: node tests, `replace_with_fused`, which swaps a
+matched chain for one fused node, and the ahead-of-time adapter of `torchedge.fusion`'s rules:
+`FxGraph` (the FX graph as the pattern matcher's `Graph`) and `apply_rule`."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import operator
 import torch
 
 from torchedge.exir.passes.debug_handles import inherit_debug_info
-from torchedge.fusion.pattern import MISSING, match
+from torchedge.fusion.pattern import MISSING
 from torchedge.fusion.rules import Rule
 
 __all__ = [
@@ -20,9 +19,6 @@ __all__ = [
     "is_float_tensor",
     "is_static",
     "shape_of",
-    "identity_expand",
-    "through_view_of_identity_expand",
-    "scaled",
     "replace_with_fused",
     "replace_with_fused_results",
     "take_over_results",
@@ -60,28 +56,6 @@ def is_static(node) -> bool:
 
 def shape_of(node) -> tuple:
     return tuple(meta_val(node).shape)
-
-
-def identity_expand(node):
-    """The input of an ``expand_copy`` to its own shape (a plain copy), else None."""
-    if is_call(node, _aten.expand_copy.default) and shape_of(node) == shape_of(node.args[0]) and len(node.users) == 1:
-        return node.args[0]
-    return None
-
-
-def through_view_of_identity_expand(node):
-    """``view_copy(expand_copy(x))`` where the expand copies x unchanged: (x, [the two nodes])."""
-    if not is_call(node, _aten.view_copy.default) or len(node.users) != 1:
-        return None, []
-    source = identity_expand(node.args[0])
-    return (source, [node, node.args[0]]) if source is not None else (None, [])
-
-
-def scaled(node):
-    """``mul.Scalar(x, s)`` with one user: (x, s, [node]); anything else: (node, 1.0, [])."""
-    if is_call(node, _aten.mul.Scalar) and len(node.users) == 1 and isinstance(node.args[1], (int, float)):
-        return node.args[0], float(node.args[1]), [node]
-    return node, 1.0, []
 
 
 def replace_with_fused(graph: torch.fx.Graph, last: torch.fx.Node, target, args, matched: list) -> torch.fx.Node:
@@ -167,6 +141,9 @@ class FxGraph:
     def same(self, a, b) -> bool:
         return a is b
 
+    def readers(self, node) -> tuple:
+        return tuple(None if user.op == "output" else user for user in node.users)
+
     def shape(self, ref) -> tuple | None:
         return shape_of(ref) if is_static(ref) else None
 
@@ -185,10 +162,11 @@ def apply_rule(graph: torch.fx.Graph, rule: Rule, node: torch.fx.Node, target) -
     """Apply ``rule`` at ``node`` (its pattern's root) with ``target``, the fused operator's
     ``OpOverload``: the matched nodes become one call where only the last one's result is read
     outside them. The copies reshaping the root's result (``view_copy``) that only lead to the
-    fused operator's result shape are taken in too."""
-    if rule.pattern is None or rule.arguments is None:
+    fused operator's result shape are taken in too; with ``rule.replaces``, the call takes that
+    node's place instead (see `torchedge.fusion.rule.Rule`)."""
+    if rule.arguments is None:
         return False
-    found = match(rule.pattern, FxGraph(), node)
+    found = rule.find(FxGraph(), node)
     if found is None or not rule.guard(found) or not rule.pays(found):
         return False
     arguments = rule.arguments(found)
@@ -198,6 +176,8 @@ def apply_rule(graph: torch.fx.Graph, rule: Rule, node: torch.fx.Node, target) -
     args = tuple(arguments[n] for n in names)
     shape = tuple(_meta_call(target, args).shape)
     group, last = list(found.group), node
+    if rule.replaces is not None:
+        return _replace_inner(graph, found.nodes[rule.replaces], node, group, target, args, shape)
     while shape_of(last) != shape and is_call(only_user(last), _aten.view_copy.default):
         last = only_user(last)
         group.append(last)
@@ -205,6 +185,25 @@ def apply_rule(graph: torch.fx.Graph, rule: Rule, node: torch.fx.Node, target) -
         return False
     replace_with_fused(graph, last, target, args, group)
     return True
+
+
+def _replace_inner(graph: torch.fx.Graph, inner, root, group: list, target, args, shape: tuple) -> bool:
+    """``target(*args)`` in place of ``inner`` (of its shape); the elementwise ``root`` goes, its
+    users reading its argument that sees ``inner``'s result (through the copies, which stay)."""
+    if shape_of(inner) != shape or any(not set(n.users) <= set(group) for n in group if n is not root):
+        return False
+    seen = next(a for a in root.args if _reaches(a, inner))
+    fused = replace_with_fused(graph, inner, target, args, [inner])
+    root.replace_all_uses_with(fused if seen is inner else seen)
+    erase_matched(graph, [n for n in group if n is not inner])
+    return True
+
+
+def _reaches(ref, node) -> bool:
+    """Whether ``ref`` is ``node``'s result, maybe through plain copies."""
+    while ref is not None and ref is not node:
+        ref = FxGraph().copied(ref) if isinstance(ref, torch.fx.Node) else None
+    return ref is node
 
 
 def _meta_call(target, args):

@@ -18,10 +18,10 @@ pay:
   projections through permutes only it reads, and its result goes straight back the same way
   (once the copies fusion has collapsed the chains there), ``attention_interleaved`` reads and
   writes that layout in place and the four copies go.
-* **conv_bn_act**: ``constant_pad_nd`` (zeros) before, an inference batch norm and a ``relu``
-  or ``hardtanh`` after a convolution fold into ``torchedge_fused::conv_bn_act``: the batch
-  norm into the weights and bias (computed once per constant weight), the padding into the
-  convolution's own (any amount per side), the activation into a pass over its output.
+* **conv_bn_act**: ``constant_pad_nd`` (zeros) before and a ``relu``, ``hardtanh`` or ``clamp``
+  after a convolution fold into ``torchedge_fused::conv_bn_act``: the padding into the
+  convolution's own (any amount per side), the clamp into a pass over its output (batch norms
+  are folded into constant weights before, by `conv_folding`).
 * **linear_act**: ``addmm`` / ``mm`` followed (through a reshape) by ``relu``, ``gelu``
   (exact) or ``silu`` (also as ``x * sigmoid(x)``, core ATen's form) becomes
   ``torchedge_fused::linear_act``: the activation runs in place on the product, while it is
@@ -37,38 +37,38 @@ pay:
   (`collapse_copies`): the same elements, one copy instead of several.
 
 Each fused operator has an out variant, so `OutVariantPass`, memory planning and the emitter
-treat it like any other operator; the operators are defined in `fused_operators`. Attention's
-rule is written once in `torchedge.fusion.rules` (applied here by `fusion_matching.apply_rule`
-and at load by `torchedge.runtime.fusion`); the fusions not yet converted to the pattern
-language have their matchers in their own modules (`fuse_conv`, `fuse_linear`, `fuse_recurrent`,
-`fuse_attention`'s `interleave_heads`, sharing `fusion_matching`). The kernels are in
-`torchedge.kernels.portable.fused` and `fused_recurrent`.
+treat it like any other operator; the operators are defined in `fused_operators`. The
+attention, convolution and linear rules are written once in `torchedge.fusion.rules` (applied
+here by `fusion_matching.apply_rule`, each group's last node first, and at load by
+`torchedge.runtime.fusion`); recurrent cells and copies have their passes (`fuse_recurrent`,
+`collapse_copies`), and `fuse_attention`'s `interleave_heads` moves attention's heads.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import torch
 
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.collapse_copies import COPIES, collapse_copies
 from torchedge.exir.passes.fuse_attention import interleave_heads
-from torchedge.exir.passes.fuse_conv import fuse_conv
-from torchedge.exir.passes.fuse_linear import LINEAR_ACTIVATIONS, fuse_linear
 from torchedge.exir.passes.fuse_recurrent import RECURRENT_SPLITS, fuse_recurrent
 from torchedge.exir.passes.fused_operators import fused_ops
 from torchedge.exir.passes.fusion_matching import FxGraph, apply_rule
+from torchedge.fusion.options import FusionOptions
 from torchedge.fusion.rules import RULES
 
 __all__ = ["FuseKernelsPass", "fusion_passes"]
 
-_aten = torch.ops.aten
 FX = FxGraph()
 
 
 class FuseKernelsPass(PassBase):
     """Replace operator chains by torchedge's fused kernels (see the module docstring).
 
-    ``attention``, ``conv``, ``linear``, ``recurrent`` and ``copies`` switch each fusion on or off.
+    ``attention``, ``conv``, ``linear``, ``recurrent`` and ``copies`` switch each fusion on or off;
+    ``disabled`` names rules of `torchedge.fusion.rules.RULES` not to apply, as at load.
     """
 
     def __init__(
@@ -78,35 +78,40 @@ class FuseKernelsPass(PassBase):
         linear: bool = True,
         recurrent: bool = True,
         copies: bool = True,
+        disabled: Iterable[str] = (),
     ):
         super().__init__()
         self.attention, self.conv, self.linear, self.recurrent = attention, conv, linear, recurrent
         self.copies = copies
+        names = frozenset([disabled] if isinstance(disabled, str) else disabled)
+        self.disabled = FusionOptions("all", names).disabled  # (checks the names)
 
     def _on(self, rule) -> bool:
-        """Whether the switches leave the pattern rule ``rule`` on (``attention``: every attention rule)."""
-        return self.attention or "attention" not in rule.name
+        """Whether the switches leave the pattern rule ``rule`` on (``attention``: every attention
+        rule; ``linear``, ``conv``: the linear and convolution rules)."""
+        family = {"attention": self.attention, "linear": self.linear, "convolution": self.conv}
+        return rule.name not in self.disabled and next((on for n, on in family.items() if n in rule.name), True)
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         ops = fused_ops()
         graph = graph_module.graph
         modified = False
-        rules = [r for r in RULES if r.pattern is not None and r.fused.split("::")[1] in ops and self._on(r)]
-        for node in list(graph.nodes):
+        rules = [
+            r
+            for r in RULES
+            if r.arguments is not None and "aot" in r.stages and r.fused.split("::")[1] in ops and self._on(r)
+        ]
+        for node in reversed(list(graph.nodes)):  # a group's root first: its last node
             if node._erased or node.op != "call_function":
                 continue  # erased by an earlier fusion
             for rule in rules:
-                if FX.operator(node) == rule.anchor and apply_rule(graph, rule, node, ops[rule.fused.split("::")[1]]):
+                if FX.operator(node) in rule.anchors and apply_rule(graph, rule, node, ops[rule.fused.split("::")[1]]):
                     modified = True
                     break
         for node in list(graph.nodes):
             if node._erased or node.op != "call_function":
                 continue
-            if self.conv and node.target is _aten.convolution.default:
-                modified |= fuse_conv(graph, node, ops)
-            elif self.linear and (node.target in LINEAR_ACTIVATIONS or node.target is _aten.mul.Tensor):
-                modified |= fuse_linear(graph, node, ops)
-            elif self.recurrent and node.target in RECURRENT_SPLITS:
+            if self.recurrent and node.target in RECURRENT_SPLITS:
                 modified |= fuse_recurrent(graph, node, ops)
             elif self.copies and node.target in COPIES:
                 modified |= collapse_copies(graph, node)

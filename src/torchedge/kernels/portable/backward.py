@@ -166,7 +166,7 @@ def avg_pool_backward(
 
 def _spread(share: np.ndarray, windows, dtype) -> np.ndarray:
     """Adjoint of the window sums: (rows, *out_size) shares -> (rows, *spatial) sums over the
-    windows covering each input position (a `scatter_taps` workspace view where it can)."""
+    windows covering each input position (a `scatter_taps` array where it can)."""
     spatial = tuple(a.size for a in windows.axes)
     direct = windows.direct
     if direct is None:

@@ -1,55 +1,42 @@
-"""Convolution (1-3 spatial dims, grouped, transposed) and its im2col/col2im building blocks.
+"""Convolution (1-3 spatial dims, grouped, dilated, padded, transposed): the reference.
 
-A convolution gathers the kernel taps of the padded input into a (N, G, C/G*K, P) column
-matrix (im2col, K taps, P output positions) and multiplies it by the (G, O/G, C/G*K)
-weights in one ``np.matmul`` (BLAS per batch element and group). The columns are copied
-as whole rows of `Taps` runs when the gap columns between output rows cost less GEMM work
-than copying position by position saves (one extraction pass follows the GEMM), else output
-position by position, straight into ``out``. A pointwise (1x1, unit stride, no padding)
-convolution multiplies the input itself (or, where that is cheaper than a bias pass over the
-output, a copy of it over a row of ones). Biases ride along as an extra all-ones column where
-the column matrix is built here anyway and the weights are small (copying large weights to
-append the column costs more than adding the bias in the pass that extracts the output grid).
-A transposed convolution is the adjoint: one GEMM with the transposed weights, then col2im
-(`scatter_taps`). The forms that avoid copying every tap (windows that do not overlap, one
-GEMM per tap or per kernel column, depthwise) live in `convolution_columns`.
+A forward convolution copies, for every kernel tap, the strided view of the zero-padded
+input that the tap meets into a (N, C, K, *S') column array (im2col, K taps in row-major
+order) and multiplies it by the (G, O/G, C/G*K) weights in one ``np.matmul``, accumulating
+as ATen does (`compute_dtype`). A transposed convolution is its adjoint: one product by the
+transposed weights gives every tap's contribution, added tap by tap into the zero-padded
+output grid, which is then cropped (col2im). `torchedge.kernels.optimized.convolution`
+overrides this kernel with faster strategies and is tested against it.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, can_cast, category, convert, result_type
 from torchedge.kernels.portable import windows
 from torchedge.kernels.portable.common import check, pair, quiet, write
-from torchedge.kernels.portable.convolution_columns import (
-    channels_last_pays,
-    depthwise,
-    depthwise_channels_last,
-    gemm_per_kernel_column,
-    gemm_per_tap,
-    patches,
-    windows_apart,
-)
-from torchedge.kernels.portable.convolution_winograd import winograd_conv, winograd_pays
-from torchedge.kernels.portable.derived_arrays import derived
-from torchedge.kernels.portable.windows import Taps, rows_view, scatter_taps, workspace
 from torchedge.kernels.registry import register_kernel
 
 __all__ = [
     "spatial_dims",
     "convolution",
+    "convolve",
     "conv_forward",
     "conv_transposed",
+    "forward_geometry",
+    "transposed_geometry",
     "compute_dtype",
+    "integer_bias",
+    "add_bias",
     "im2col",
-    "bias_column_weights",
 ]
 
 _OP = "aten::convolution.out"
-_BIAS_COLUMN_ELEMENTS = 1 << 16  # weights up to this size are copied with the bias as an extra column
 
 
 def compute_dtype(*tensors) -> np.dtype:
@@ -129,6 +116,25 @@ def _convolution_shape(
 
 @register_kernel("aten::convolution.out", shape=_convolution_shape)
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out):
+    convolve(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups, out)
+
+
+def convolve(
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    out,
+    forward: Callable | None = None,
+    adjoint: Callable | None = None,
+) -> None:
+    """``aten::convolution.out``'s argument checks, then ``forward`` (default `conv_forward`)
+    or, transposed, ``adjoint`` (default `conv_transposed`) on batched operands."""
     spatial = spatial_dims(_OP, input, weight)
     if input.ndim == spatial + 1:  # unbatched
         input, out = input[None], out[None]
@@ -154,7 +160,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
                 _OP,
                 f"a {bias.dtype} bias can't be added to a {dtype} transposed convolution (as in ATen)",
             )
-        conv_transposed(
+        (adjoint or conv_transposed)(
             input,
             weight,
             bias,
@@ -166,14 +172,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
             out,
         )
     else:
-        conv_forward(input, weight, bias, stride, padding, dilation, groups, out)
+        (forward or conv_forward)(input, weight, bias, stride, padding, dilation, groups, out)
 
 
-def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, padding_after=None) -> None:
-    """Batched convolution of ``x`` (N, C, *S) with ``weight`` (O, C/G, *k) into ``out``.
-
-    ``padding`` zeros go before each spatial dim and, unless ``padding_after`` says otherwise,
-    as many after it."""
+def forward_geometry(x, weight, stride, padding, dilation, groups, out, padding_after=None) -> tuple:
+    """Check a batched convolution of ``x`` (N, C, *S) by ``weight`` (O, C/G, *k) into ``out``;
+    return its output size S', the zeros after each spatial dim and the accumulation dtype."""
     n, c, o, cg = x.shape[0], x.shape[1], weight.shape[0], weight.shape[1]
     kernel = weight.shape[2:]
     check(
@@ -188,73 +192,28 @@ def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, paddin
     )
     check(min(size) > 0, _OP, f"the kernel {list(kernel)} is larger than the padded input {list(x.shape)}")
     check(out.shape == (n, o) + size, _OP, f"out has shape {list(out.shape)}, expected {[n, o, *size]}")
-    acc = compute_dtype(x, weight)
+    return size, tuple(after), compute_dtype(x, weight)
+
+
+def conv_forward(x, weight, bias, stride, padding, dilation, groups, out, padding_after=None) -> None:
+    """Batched convolution of ``x`` (N, C, *S) with ``weight`` (O, C/G, *k) into ``out``.
+
+    ``padding`` zeros go before each spatial dim and, unless ``padding_after`` says otherwise,
+    as many after it."""
+    size, after, acc = forward_geometry(x, weight, stride, padding, dilation, groups, out, padding_after)
     if out.size == 0:
         return
-    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride) and not any(padding) and not any(after)
-    kernels = weight.reshape(groups, o // groups, -1)
+    n, o = out.shape[:2]
     with quiet():
-        bias = _bias(bias, out.dtype, acc)
-        if pointwise and x.dtype == acc:  # the input itself is the column matrix
-            _pointwise(weight, groups, x.reshape(n, groups, cg, -1), bias, out, acc)
-            return
-        if windows_apart(x.shape[2:], kernel, stride, padding, dilation, size):
-            # A ViT's patch embedding, a strided 1x1: im2col is one strided copy of the input.
-            columns = im2col(x, kernel, stride, padding, dilation, size, acc)
-            _gemm(kernels, columns.reshape(n, groups, cg * math.prod(kernel), -1), bias, out, acc)
-            return
-        if cg == 1 and groups == c == o and groups > 1 and channels_last_pays(c, size):
-            depthwise_channels_last(x, weight, bias, stride, padding, dilation, out, acc)
-            return
-        if winograd_pays(x, weight, stride, dilation, groups, size, out, acc):
-            winograd_conv(x, weight, bias, padding, out)
-            return
-        taps = Taps(x, kernel, stride, padding, dilation, size, 0, acc)
-        if cg == 1 and groups == c and groups > 1:
-            depthwise(taps, weight, bias, out, acc)
-        elif cg >= 16 and taps.count > 1 and 4 * weight.size < n * c * taps.count * taps.length:
-            # Large column matrices (many positions, few weights): no im2col copy of every tap.
-            per_tap = kernels.reshape(groups, o // groups, cg, taps.count)
-            if stride[-1] == 1 and taps.count > kernel[-1]:
-                gemm_per_kernel_column(taps, per_tap, dilation[-1], bias, out, acc)
-            else:
-                gemm_per_tap(taps, per_tap, bias, out, acc)
-        elif _rows_pay(taps.length, math.prod(size), o // groups):
-            # im2col over whole rows: long contiguous copies; the columns between output rows
-            # cost a little GEMM work and one extraction pass. Small weights take the bias as an
-            # extra column (a row of ones in the columns); large ones get it in the extraction pass.
-            ones_row = bias is not None and kernels.size <= _BIAS_COLUMN_ELEMENTS
-            depth = cg * taps.count + ones_row
-            columns = workspace("columns", (n, groups, depth, taps.length), acc)
-            inputs = columns[:, :, : cg * taps.count].reshape(n, groups, cg, taps.count, taps.length)
-            for t in range(taps.count):
-                inputs[..., t, :] = taps.flat(t).reshape(n, groups, cg, taps.length)
-            if ones_row:
-                columns[:, :, -1] = 1
-                kernels = np.concatenate([kernels, bias.reshape(groups, -1, 1).astype(kernels.dtype)], axis=2)
-            product = workspace("product", (n * o, taps.length), acc)
-            np.matmul(
-                kernels, columns, dtype=acc, casting="unsafe", out=product.reshape(n, groups, o // groups, taps.length)
-            )
-            grid = taps.grid(product).reshape(out.shape)
-            if bias is None or ones_row:
-                write(out, grid)
-            else:
-                np.add(grid, bias.reshape((-1,) + (1,) * (out.ndim - 2)), out=out, dtype=acc, casting="unsafe")
-        else:
-            columns = im2col(x, kernel, stride, padding, dilation, size, acc, taps)
-            _gemm(kernels, columns.reshape(n, groups, -1, math.prod(size)), bias, out, acc)
+        columns = im2col(x, weight.shape[2:], stride, padding, dilation, size, acc, after)
+        kernels = weight.reshape(groups, o // groups, -1).astype(acc)
+        product = np.matmul(kernels, columns.reshape(n, groups, kernels.shape[2], -1))
+        result = product.reshape(out.shape)
+        add_bias(result, integer_bias(bias, out.dtype, acc))
+    write(out, result)
 
 
-def _rows_pay(length: int, positions: int, outputs_per_group: int) -> bool:
-    """Whether im2col over whole rows (``length`` columns, the gaps between output rows
-    included) beats im2col position by position (``positions`` columns): each gap column costs
-    a multiply-add per output channel and tap, each column copied as a run instead of a grid
-    point saves about a dozen of them (measured on AVX2 with OpenBLAS)."""
-    return length <= 1.25 * positions and outputs_per_group * (length - positions) <= 12 * positions
-
-
-def _bias(bias, dtype, acc):
+def integer_bias(bias, dtype, acc):
     """``bias`` as ATen adds it to an integer convolution: a floating (or complex) bias is
     first converted to the output ``dtype`` (`convert`: its real part truncated), so only
     integers are added. Other biases are returned unchanged."""
@@ -263,59 +222,35 @@ def _bias(bias, dtype, acc):
     return convert(bias, dtype).astype(acc)
 
 
-def _pointwise(weight, groups: int, x, bias, out, acc) -> None:
-    """A 1x1 convolution of ``x`` (N, G, C/G, P) itself. Where ``out`` has at least twice the
-    input's channels (an expansion), the bias rides along as a row of ones under a copy of the
-    input: copying the input costs less than the pass adding the bias to the larger output
-    (0.85-0.95x the time of mobilenet_v2's expansions on AVX2)."""
-    cg, og = x.shape[2], weight.shape[0] // groups
-    if bias is None or og < 2 * cg:
-        _gemm(weight.reshape(groups, og, cg), x, bias, out, acc)
-        return
-    columns = workspace("columns", x.shape[:2] + (cg + 1, x.shape[3]), acc)
-    columns[:, :, :cg] = x
-    columns[:, :, cg] = 1
-    _gemm(derived(bias_column_weights, (weight, bias), groups, acc), columns, None, out, acc)
-
-
-def bias_column_weights(weight, bias, groups: int, acc):
-    """The (G, O/G, C/G + 1) weights of a 1x1 convolution with the bias as their last column."""
-    kernels = weight.reshape(groups, weight.shape[0] // groups, -1)
-    return np.concatenate([kernels, bias.reshape(groups, -1, 1).astype(acc)], axis=2)
-
-
-def _gemm(kernels, columns, bias, out, acc) -> None:
-    """``out = kernels @ columns (+ bias)``: (G, O/G, K) by (N, G, K, P), into ``out`` itself
-    when it is a contiguous array of the accumulation dtype."""
-    shape = columns.shape[:2] + (kernels.shape[1], columns.shape[3])
-    target = rows_view(out, shape) if out.dtype == acc else None
-    if target is None or not target.flags.c_contiguous:
-        target = workspace("product", shape, acc)
-    np.matmul(kernels, columns, out=target, dtype=acc, casting="unsafe")
-    _add_bias(target.reshape(out.shape), bias)
-    if not np.may_share_memory(target, out):
-        write(out, target.reshape(out.shape))
-
-
-def _add_bias(buf, bias) -> None:
+def add_bias(buf, bias) -> None:
+    """Add the per-channel ``bias`` to ``buf`` (N, O, *S) in place."""
     if bias is not None:
         np.add(buf, bias.reshape((-1,) + (1,) * (buf.ndim - 2)), out=buf, casting="unsafe")
 
 
-def im2col(x, kernel, stride, padding, dilation, size, acc, taps=None) -> np.ndarray:
-    """The (N, C, K, *size) column array of ``x`` (N, C, *S): tap t of every output window."""
-    if taps is None and windows_apart(x.shape[2:], kernel, stride, padding, dilation, size):
-        return patches(x, kernel, stride, size, acc).reshape(x.shape[:2] + (math.prod(kernel),) + tuple(size))
-    taps = taps or Taps(x, kernel, stride, padding, dilation, size, 0, acc)
-    columns = workspace("columns", (taps.rows, taps.count) + tuple(size), acc)
-    for t in range(taps.count):
-        columns[:, t] = taps.grid(taps.flat(t))
-    return columns.reshape(x.shape[:2] + (taps.count,) + tuple(size))
+def im2col(x, kernel, stride, padding, dilation, size, acc, padding_after=None) -> np.ndarray:
+    """The (N, C, K, *size) column array of ``x`` (N, C, *S) in ``acc``: tap t of every output
+    window, ``padding`` zeros before each spatial dim (and ``padding_after`` after it)."""
+    after = padding if padding_after is None else padding_after
+    padded = np.pad(x.astype(acc), [(0, 0)] * (x.ndim - len(kernel)) + [(p, q) for p, q in zip(padding, after)])
+    lead = (slice(None),) * (x.ndim - len(kernel))
+    taps = [
+        padded[
+            lead + tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in zip(tap, dilation, size, stride))
+        ]
+        for tap in itertools.product(*(range(k) for k in kernel))
+    ]
+    return np.stack(taps, axis=x.ndim - len(kernel))
 
 
-def conv_transposed(x, weight, bias, stride, padding, dilation, output_padding, groups, out) -> None:
-    """Transposed convolution of ``x`` (N, C, *S) with ``weight`` (C, O/G, *k): the adjoint
-    of `conv_forward` (one GEMM by the transposed weights, then col2im)."""
+def _tap_slices(tap, dilation, count, stride) -> tuple:
+    """Per spatial dim, the ``count`` positions ``tap * dilation + i * stride`` of a padded grid."""
+    return tuple(slice(t * d, t * d + (n - 1) * s + 1, s) for t, d, n, s in zip(tap, dilation, count, stride))
+
+
+def transposed_geometry(x, weight, stride, padding, dilation, output_padding, groups, out) -> tuple:
+    """Check a batched transposed convolution of ``x`` (N, C, *S) by ``weight`` (C, O/G, *k)
+    into ``out``; return its output size and the accumulation dtype."""
     n, c, og = x.shape[0], x.shape[1], weight.shape[1]
     kernel, spatial = weight.shape[2:], x.shape[2:]
     check(
@@ -338,16 +273,28 @@ def conv_transposed(x, weight, bias, stride, padding, dilation, output_padding, 
         _OP,
         f"out has shape {list(out.shape)}, expected {[n, og * groups, *size]}",
     )
-    acc = compute_dtype(x, weight)
+    return size, compute_dtype(x, weight)
+
+
+def conv_transposed(x, weight, bias, stride, padding, dilation, output_padding, groups, out) -> None:
+    """Transposed convolution of ``x`` (N, C, *S) with ``weight`` (C, O/G, *k): the adjoint
+    of `conv_forward`. Tap t of input position i lands on output ``i * stride - padding + t *
+    dilation``; the taps are added in row-major order into a grid with ``padding`` on each side."""
+    size, acc = transposed_geometry(x, weight, stride, padding, dilation, output_padding, groups, out)
     if out.size == 0:
         return
-    taps = math.prod(kernel)
+    n, c = x.shape[:2]
+    kernel, spatial = weight.shape[2:], x.shape[2:]
     with quiet():
-        kernels = weight.reshape(groups, c // groups, og * taps).transpose(0, 2, 1)
-        columns = workspace("columns", (n, groups, og * taps, math.prod(spatial)), acc)
-        np.matmul(kernels, x.reshape(n, groups, c // groups, -1), dtype=acc, casting="unsafe", out=columns)
-        planes = columns.reshape((n * og * groups, taps) + tuple(spatial))
-        total = scatter_taps(lambda t: planes[:, t], size, kernel, stride, padding, dilation, acc)
-        total = total.reshape(out.shape)
-        _add_bias(total, bias)
-    write(out, total)
+        kernels = weight.reshape(groups, c // groups, -1).astype(acc).transpose(0, 2, 1)
+        contributions = np.matmul(kernels, x.reshape(n, groups, c // groups, -1).astype(acc))
+        planes = contributions.reshape((n, out.shape[1], math.prod(kernel)) + tuple(spatial))
+        grid = np.zeros(out.shape[:2] + tuple(o + 2 * p for o, p in zip(size, padding)), acc)
+        for t, tap in enumerate(itertools.product(*(range(k) for k in kernel))):
+            target = tuple(
+                slice(k * d, k * d + (i - 1) * s + 1, s) for k, d, i, s in zip(tap, dilation, spatial, stride)
+            )
+            grid[(slice(None), slice(None)) + target] += planes[:, :, t]
+        result = grid[(slice(None), slice(None)) + tuple(slice(p, p + o) for p, o in zip(padding, size))]
+        add_bias(result, bias)
+    write(out, result)

@@ -26,7 +26,7 @@ import numpy as np
 
 from torchedge.kernels.portable.common import write
 from torchedge.kernels.portable.pooling_geometry import Axis, Blocks, Direct
-from torchedge.kernels.portable.windows import rows_view, workspace
+from torchedge.kernels.portable.windows import rows_view
 
 __all__ = [
     "MaxRule",
@@ -76,7 +76,7 @@ def max_direct(x: np.ndarray, direct: Direct, rule: MaxRule, first_valid: np.nda
     values = _target(out, taps, dtype)
     where = _target(indices, taps, np.int64)
     block = taps.blocks()[0].stop * taps.pitch
-    best = workspace("blocks", (block,), dtype)
+    best = np.empty(block, dtype)
     index_type = np.int8 if taps.count < 2**7 else np.int16 if taps.count < 2**15 else np.int64
     which, term = np.empty(block, index_type), np.empty(block, index_type)
     mask, nan = np.empty(block, bool), np.empty(block, bool)
@@ -130,7 +130,7 @@ def _reduce_direct(x: np.ndarray, direct: Direct, fill, dtype, ufunc, finish, ou
     rows; ``finish(block, result)`` writes each block's reductions into the result."""
     taps = direct.taps(x, fill, dtype)
     result = _target(out, taps, dtype)
-    total = workspace("blocks", (taps.blocks()[0].stop * taps.pitch,), dtype)
+    total = np.empty(taps.blocks()[0].stop * taps.pitch, dtype)
     for rows in taps.blocks():
         block = total[: taps.run_length(rows)]
         np.copyto(block, taps.run(0, rows))

@@ -26,7 +26,6 @@ import numpy as np
 from numpy.polynomial import chebyshev
 
 from torchedge.kernels.portable.bounds import CLIP
-from torchedge.kernels.portable.windows import workspace
 
 __all__ = ["erf", "erfinv", "erf_block32", "ErfRational"]
 
@@ -153,7 +152,7 @@ class ErfRational:
         n = flat.size
         if n == 0:
             return
-        rows = workspace("rational", (4, self.BLOCK), np.float32)
+        rows = np.empty((4, self.BLOCK), np.float32)
         low, high = self._clips
         multiply, add = np.multiply, np.add
         for start in range(0, n, self.BLOCK):

@@ -12,8 +12,9 @@ a contiguous run.
 
 `scatter_taps` is the adjoint (col2im): it adds per-tap planes back into the input grid.
 
-Large temporaries come from `workspace`, reused from call to call: in a fresh allocation
-every page faults on first touch, which costs more than the arithmetic of a small layer.
+`Taps` and `scatter_taps` allocate their arrays with ``allocate(shape, dtype)``: fresh arrays
+here; the optimized kernels pass their per-call scratch memory
+(`torchedge.kernels.optimized.scratch`), whose pages are reused from call to call.
 """
 
 from __future__ import annotations
@@ -21,35 +22,14 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from torchedge.kernels.allocator import aligned_bytes
-
-__all__ = ["output_size", "Taps", "scatter_taps", "row_blocks", "rows_view", "workspace", "release_workspace"]
+__all__ = ["output_size", "Taps", "scatter_taps", "row_blocks", "rows_view"]
 
 _BLOCK_ELEMENTS = 1 << 15  # a working set of a few such blocks stays in L2
-_WORKSPACE = threading.local()
-
-
-def workspace(slot: str, shape, dtype) -> np.ndarray:
-    """An uninitialised scratch array on a cache line, reusing the memory of this thread's
-    ``slot`` (grown as needed). Arrays from one slot overwrite each other: a kernel takes one per slot and
-    never lets it escape."""
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    pool = _WORKSPACE.__dict__.setdefault("pool", {})
-    buffer = pool.get(slot)
-    if buffer is None or buffer.nbytes < nbytes:
-        buffer = pool[slot] = aligned_bytes(max(nbytes, 64))
-    return buffer[:nbytes].view(dtype).reshape(shape)
-
-
-def release_workspace() -> None:
-    """Free this thread's scratch memory (the next kernels allocate it again)."""
-    _WORKSPACE.__dict__.pop("pool", None)
 
 
 def output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool = False) -> int:
@@ -132,7 +112,9 @@ class Taps:
     those than over 2-D views), whose element ``i * pitch + q`` belongs to row i.
     """
 
-    def __init__(self, x, kernel, stride, padding, dilation, out_size, value=0, dtype=None):
+    def __init__(
+        self, x, kernel, stride, padding, dilation, out_size, value=0, dtype=None, allocate: Callable = np.empty
+    ):
         dims = len(kernel)
         self.dtype = x.dtype if dtype is None else np.dtype(dtype)
         self.kernel, self.out_size = tuple(kernel), tuple(out_size)
@@ -145,7 +127,7 @@ class Taps:
             self._source = x.reshape(1, -1)
         else:
             x = x.reshape((self.rows,) + size)
-            phases = workspace("taps", (math.prod(stride), self.rows) + layout.phase, self.dtype)
+            phases = allocate((math.prod(stride), self.rows) + layout.phase, self.dtype)
             for which, index in layout.borders:
                 phases[which][index] = value
             for which, target, source in layout.copies:
@@ -189,14 +171,14 @@ class Taps:
         return row_blocks(self.rows, self.pitch)
 
 
-def scatter_taps(planes, size, kernel, stride, padding, dilation, dtype) -> np.ndarray:
+def scatter_taps(planes, size, kernel, stride, padding, dilation, dtype, allocate: Callable = np.empty) -> np.ndarray:
     """Adjoint of `Taps`: a zeroed (rows, *size) array plus, for each tap t, ``planes(t)``
     (rows, *grid) added at the input positions ``grid * stride - padding + t * dilation``
     (positions in the padding are dropped before anything is added, so the padding costs
-    nothing). The result is a `workspace` array: copy it out before the next call."""
+    nothing). The result comes from ``allocate(shape, dtype)``."""
     first = planes(0)
     grid = first.shape[1:]
-    total = workspace("scatter", (first.shape[0],) + tuple(size), dtype)
+    total = allocate((first.shape[0],) + tuple(size), dtype)
     total.fill(0)
     for t, tap in enumerate(itertools.product(*(range(k) for k in kernel))):
         spans = [_inside(i * d - p, g, s, n) for i, d, p, g, s, n in zip(tap, dilation, padding, grid, stride, size)]

@@ -6,9 +6,10 @@ indices nobody reads, heads moved by four copies. `fuse_steps` finds such groups
 method's compiled steps and replaces each by one step, so the same file runs portable in
 ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and ship.
 
-Which rules run is `torchedge.fusion.FusionOptions`' choice (a level, rules switched off by name);
-the rules written in the pattern language (`torchedge.fusion.rules`) are applied by `patterns`,
-the others by the walkers below, each under its rule's name:
+Which rules run is `torchedge.fusion.FusionOptions`' choice (a level, rules switched off by
+name); the rules of `torchedge.fusion.rules` (patterns, and matchers for what a pattern cannot
+write) are applied by `patterns`, the recurrent cells by their walker (`recurrent`), each under
+its rule's name:
 
 * **attention** (rules `attention`, exact, and `fast_attention`, level ``all``): the math
   decomposition of ``scaled_dot_product_attention`` (q and kᵀ scaled, plain copies, ``bmm``, the
@@ -18,39 +19,38 @@ the others by the walkers below, each under its rule's name:
 * **recurrent cells** (`recurrent`): an unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the hidden
   projection, the gates' split, sigmoids, tanhs, products and sums) becomes
   ``torchedge_fused::lstm_cell`` / ``gru_cell``'s kernel;
-* **inverted residual blocks** (`convolutions`): a 1x1 expansion, a depthwise convolution and a
-  1x1 projection (their paddings and clamps; ``convolution`` or ``conv_bn_act``) on small planes
-  become `inverted_residual`'s channels-last kernel;
-* **convolution blocks** (`convolutions`): zeros from a ``constant_pad_nd`` before a ``convolution``
-  become its own padding, per side, and a clamp after it runs in place on its result;
-* **linear layers** (`layers`; ``linear_act``, and ``linear_silu`` at level ``all``): ``addmm`` /
+* **inverted residual blocks** (`inverted_residual`): a 1x1 expansion, a depthwise convolution
+  and a 1x1 projection (their paddings and clamps; ``convolution`` or ``conv_bn_act``) on small
+  planes become ``torchedge_fused::inverted_residual``'s channels-last kernel;
+* **convolution blocks** (`convolution_block`): zeros from a ``constant_pad_nd`` before a ``convolution``
+  become its own padding, per side, and a clamp after it runs in place on its result
+  (``torchedge_fused::conv_bn_act``'s kernel);
+* **linear layers** (``linear_act``, and ``linear_silu`` at level ``all``): ``addmm`` /
   ``mm`` and ``relu``, exact ``gelu`` or silu become ``torchedge_fused::linear_act``'s kernel;
-* **max pooling without indices** (`layers`): ``max_pool2d_with_indices`` /
-  ``max_pool3d_with_indices`` whose indices nothing reads run `max_pool_values`;
-* **chains of copies** (`copies`): consecutive ``permute_copy`` / plain copies, each reading
-  only what the one before wrote, become one copy of a strided view wherever the reshapes
-  between them are views.
+* **max pooling without indices** (`max_pool_values`): ``max_pool2d_with_indices`` /
+  ``max_pool3d_with_indices`` whose indices nothing reads run ``torchedge_fused::max_pool_values``;
+* **chains of copies** (`copy_chain`): consecutive ``permute_copy`` / plain copies, each reading
+  only what the one before wrote, become one copy of a strided view
+  (``torchedge_fused::strided_copy``) wherever the reshapes between them are views.
 
-A group is replaced only where the method's dataflow (`dataflow`) proves that nothing outside
-it reads what the group's other steps wrote and that it reads its inputs before anything in it
-overwrites them (`matching.replaceable`); its steps are consecutive (no-ops aside), every
-kernel in it is the portable library's own (not a user's replacement), and a group matches only
-the exact operator arguments the fused kernel computes. A result that memory planning placed
-over one of the group's inputs goes through a scratch buffer. The fused step takes the first
-step's place and the others become no-ops, so jump targets and instruction numbers stay put;
-its label names the operators it replaced. A rule that raises is a bug and its error propagates:
-a rule that does not apply declines by returning no group.
+A group is replaced only where the method's dataflow (`dataflow`) proves that nothing outside it
+reads what the group's other steps wrote and that it reads its inputs before anything in it
+overwrites them (`matching.replaceable`); its steps are consecutive (no-ops aside), every kernel
+in it is one of torchedge's own (not a user's replacement), and a group matches only the exact
+operator arguments the fused kernel computes. A result that memory planning placed over one of
+the group's inputs goes through a scratch buffer (unless the fused kernel reads that input in
+full first: the rule's ``reads_first``). Rules match each group from its last step, the
+latest groups first. The fused step takes the first step's place and the others become no-ops,
+so jump targets and instruction numbers stay put; its label names the operators it replaced. A
+rule that raises is a bug and its error propagates: a rule that does not apply declines by
+returning no group.
 """
 
 from __future__ import annotations
 
 from torchedge.fusion.options import FusionOptions
 from torchedge.kernels.registry import registering_module
-from torchedge.runtime.fusion.convolutions import CONVOLUTIONS, convolution_block, inverted_residual_block
-from torchedge.runtime.fusion.copies import PERMUTE, copy_chain
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.layers import linear_activation, max_pool_values_only
-from torchedge.runtime.fusion.matching import PLAIN_COPIES
 from torchedge.runtime.fusion.patterns import pattern_rule
 from torchedge.runtime.fusion.recurrent import RECURRENT_ANCHORS, recurrent_cell
 from torchedge.runtime.steps import KERNEL, NOP, Step
@@ -64,8 +64,11 @@ def fuse_steps(flow: Dataflow, options: FusionOptions | None = None) -> list[Ste
     steps = list(flow.steps)
     taken: set[int] = set()
     for rule in (options or FusionOptions()).rules():  # the larger groups first: attention's copies are its own
+        if "load" not in rule.stages:
+            continue
         anchors, apply = _applier(rule)
-        for pc, step in enumerate(flow.steps):
+        for pc in reversed(range(len(steps))):  # a group's root first: its last step
+            step = flow.steps[pc]
             if step.kind != KERNEL or pc in taken or not _anchored(step.label, anchors) or not _portable(step.label):
                 continue
             for group, fused in apply(flow, pc):
@@ -91,30 +94,20 @@ def replaced_instructions(steps: list[Step]) -> dict[int, tuple[str, list[int]]]
 
 
 def _portable(label: str) -> bool:
-    return registering_module(label).startswith("torchedge.kernels.portable.")
+    """Whether ``label``'s kernel is one of torchedge's own (not a user's replacement)."""
+    return registering_module(label).startswith("torchedge.kernels.")
 
 
 def _anchored(label: str, anchors) -> bool:
-    return label in anchors if isinstance(anchors, tuple) else label.split(".", 1)[0] == anchors
+    return label in anchors or label.split(".", 1)[0] in anchors
 
 
 def _applier(rule):
-    """(anchor labels, or the pattern's root operator; the function matching at an anchor step)."""
-    if rule.pattern is not None:
-        return rule.anchor, pattern_rule(rule)
+    """(the labels or operators a match starts at; the function matching at such a step)."""
+    if rule.arguments is not None:
+        return rule.anchors, pattern_rule(rule)
     return _WALKERS[rule.name]
 
 
-# The rules not yet written in the pattern language: (anchor operators, walker), by rule name.
-_WALKERS = {
-    "recurrent": (RECURRENT_ANCHORS, recurrent_cell),
-    "inverted_residual": (CONVOLUTIONS, inverted_residual_block),
-    "convolution_block": (("aten::convolution.out",), convolution_block),
-    "linear_act": (("aten::relu.out", "aten::gelu.out"), linear_activation),
-    "linear_silu": (("aten::mul.out",), linear_activation),
-    "max_pool_values": (
-        ("aten::max_pool2d_with_indices.out", "aten::max_pool3d_with_indices.out"),
-        max_pool_values_only,
-    ),
-    "copy_chain": ((PERMUTE, *PLAIN_COPIES), copy_chain),
-}
+# The rules not yet written as patterns or matchers: (anchor operators, walker), by rule name.
+_WALKERS = {"recurrent": (RECURRENT_ANCHORS, recurrent_cell)}

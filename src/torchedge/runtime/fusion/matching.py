@@ -1,5 +1,5 @@
 """What the load-time fusion rules share: the proof that a group of steps can run as one
-(`replaceable`), and a walk back through a group's producers (`Match`)."""
+(`replaceable`), a step's producers, and which steps are plain copies."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.steps import NOP
 
-__all__ = ["PLAIN_COPIES", "Match", "behind_copies", "overlaps", "plain_copy", "replaceable", "value_of"]
+__all__ = ["PLAIN_COPIES", "labelled_producer", "overlaps", "plain_copy", "replaceable", "value_of"]
 
 
 def value_of(flow: Dataflow, index: int):
@@ -52,31 +52,13 @@ def overlaps(flow: Dataflow, output: int, inputs: list[int]) -> bool:
     return any(isinstance(value_of(flow, i), np.ndarray) and result.overlaps(flow.access(i)) for i in inputs)
 
 
-class Match:
-    """Walks a group back from its last step: each `step` names the one step that wrote exactly the
-    bytes an argument reads, checked to be the operator expected; None ends the walk."""
-
-    def __init__(self, flow: Dataflow):
-        self.flow = flow
-        self.group: set[int] = set()
-
-    def step(self, pc: int | None, position: int, label: str) -> int | None:
-        producer = labelled_producer(self.flow, pc, position, label)
-        if producer is not None:
-            self.group.add(producer)
-        return producer
-
-    def args(self, pc: int) -> list:
-        return [value_of(self.flow, i) for i in self.flow.steps[pc].args]
-
-
 PLAIN_COPIES = ("aten::expand_copy.out", "dim_order_ops::_clone_dim_order.out", "aten::clone.out")
 
 
-def plain_copy(match: Match, pc: int) -> bool:
+def plain_copy(flow: Dataflow, pc: int) -> bool:
     """Whether step ``pc`` copies its input unchanged: an ``expand_copy`` to the input's own
     shape, or a ``clone`` / ``_clone_dim_order`` into the contiguous layout."""
-    label, args = match.flow.steps[pc].label, match.args(pc)
+    label, args = flow.steps[pc].label, [value_of(flow, i) for i in flow.steps[pc].args]
     if label == "aten::expand_copy.out":
         source, size, implicit, _ = args
         return tuple(size) == source.shape and not implicit
@@ -84,16 +66,3 @@ def plain_copy(match: Match, pc: int) -> bool:
         return args[1] is None
     _, non_blocking, dim_order, _ = args
     return non_blocking is False and (dim_order is None or tuple(dim_order) == tuple(range(args[0].ndim)))
-
-
-def behind_copies(match: Match, pc: int | None, position: int) -> tuple[int, int] | None:
-    """Where the one or more plain copies feeding argument ``position`` of ``pc`` start: the
-    (step, argument position) that reads the tensor they copy."""
-    found = None
-    while pc is not None:
-        producer = match.flow.producer(pc, match.flow.steps[pc].args[position])
-        if producer is None or match.flow.steps[producer].label not in PLAIN_COPIES or not plain_copy(match, producer):
-            break
-        match.group.add(producer)
-        found = pc, position = producer, 0
-    return found

@@ -19,12 +19,12 @@ from typing import NamedTuple
 import numpy as np
 
 from torchedge.errors import TorchEdgeError
-from torchedge.fusion.pattern import MISSING, match
+from torchedge.fusion.pattern import MISSING
 from torchedge.fusion.rules import Rule
 from torchedge.kernels.argument_kinds import argument_kinds
 from torchedge.kernels.registry import get_kernel, has_kernel, output_shapes
 from torchedge.runtime.fusion.dataflow import Dataflow
-from torchedge.runtime.fusion.matching import PLAIN_COPIES, Match, overlaps, plain_copy, replaceable
+from torchedge.runtime.fusion.matching import PLAIN_COPIES, overlaps, plain_copy, replaceable
 from torchedge.runtime.steps import KERNEL, Step
 
 __all__ = ["Read", "StepGraph", "pattern_rule"]
@@ -54,7 +54,6 @@ class StepGraph:
 
     def __init__(self, flow: Dataflow):
         self.flow = flow
-        self._match = Match(flow)
 
     def operator(self, pc) -> str | None:
         step = self.flow.steps[pc]
@@ -77,13 +76,19 @@ class StepGraph:
 
     def copied(self, pc):
         step = self.flow.steps[pc]
-        return Read(pc, step.args[0]) if step.label in PLAIN_COPIES and plain_copy(self._match, pc) else None
+        return Read(pc, step.args[0]) if step.label in PLAIN_COPIES and plain_copy(self.flow, pc) else None
 
     def same(self, a: Read, b: Read) -> bool:
         if a == b:
             return True
         producer = self.flow.producer(a.pc, a.value)
         return producer is not None and producer == self.flow.producer(b.pc, b.value)
+
+    def readers(self, pc) -> tuple:
+        out = self.argument(pc, "out")
+        if out is MISSING:
+            return (None,)  # (several results: read, as far as a rule can tell)
+        return tuple(None if r < 0 else r for r in sorted(self.flow.readers(pc, out.value)))
 
     def shape(self, ref: Read) -> tuple | None:
         value = self.flow.values.values[ref.value]
@@ -100,23 +105,22 @@ def pattern_rule(rule: Rule):
 
 
 def _apply(rule: Rule, flow: Dataflow, pc: int) -> list:
-    if rule.pattern is None or rule.arguments is None:
+    if rule.arguments is None:
         return []
-    graph = StepGraph(flow)
-    found = match(rule.pattern, graph, pc)
+    found = rule.find(StepGraph(flow), pc)
     if found is None or not rule.guard(found) or not rule.pays(found):
         return []
-    fused = _fused_step(rule, flow, pc, rule.arguments(found), set(found.group))
+    fused = _fused_step(rule, flow, pc, rule.arguments(found), set(found.group), rule.describe(found))
     return [] if fused is None else [(set(found.group), fused)]
 
 
-def _fused_step(rule: Rule, flow: Dataflow, root: int, arguments: dict, group: set[int]) -> Step | None:
-    """The step calling ``rule.fused``'s kernel on ``arguments`` into the root step's result."""
+def _fused_step(rule: Rule, flow: Dataflow, root: int, arguments: dict, group: set[int], label: str) -> Step | None:
+    """The step calling ``rule.fused``'s kernel on ``arguments`` into the root step's result (its ``out``)."""
     op = f"{rule.fused}.out"
     names = [n for n in _argument_names(op) if n != "out"]
     if set(arguments) != set(names):
         raise TypeError(f"rule {rule.name!r} gives {sorted(arguments)}, {op} takes {names}")
-    out = flow.steps[root].args[-1]
+    out = StepGraph(flow).argument(root, "out").value
     table = flow.values.values
     reads = [arguments[n] for n in names if isinstance(arguments[n], Read)]
     if not replaceable(flow, group, [(root, out)], [tuple(r) for r in reads]):
@@ -130,10 +134,10 @@ def _fused_step(rule: Rule, flow: Dataflow, root: int, arguments: dict, group: s
     if math.prod(shape) != result.size or any(table[r.value].dtype != result.dtype for r in reads):
         return None
     tensors = [r.value for r in reads]
-    scratch = np.empty(shape, result.dtype) if overlaps(flow, out, tensors) else None
+    guarded = [arguments[n].value for n in names if isinstance(arguments[n], Read) and n not in rule.reads_first]
+    scratch = np.empty(shape, result.dtype) if overlaps(flow, out, guarded) else None
     kernel = _Kernel(get_kernel(op).fn, tuple(names), {n: v for n, v in arguments.items() if not isinstance(v, Read)})
     fn = functools.partial(kernel, tuple(shape), scratch)
-    label = f"{op} ({rule.name}, fused at load)"
     return Step(KERNEL, fn, (*tensors, out), out, label)
 
 

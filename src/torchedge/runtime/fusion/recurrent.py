@@ -7,7 +7,7 @@ and the products and sums of the new cell and hidden state; ``nn.GRU`` as a spli
 input gates, the hidden projection and its split in three, two sigmoid gates, the ``tanh``
 candidate and the interpolation ``(hidden - n) * z + n``: about fifteen kernels on a few hundred
 values each, where calling them costs more than their arithmetic. The fused kernels run the same
-operations in the same order (`torchedge.kernels.portable.fused_recurrent`), so the results have
+operations in the same order (`torchedge.kernels.optimized.fused_recurrent`), so the results have
 the same bits. A first step whose hidden projection constant folding already computed fuses
 without the projection (LSTM) or stays as written (GRU: its three gates are separate
 constants). The steps' slices of the layer's input projection (one GEMM over all steps) come
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchedge.kernels.portable.fused import FLOATS
-from torchedge.kernels.portable.fused_recurrent import gru_step, lstm_step
+from torchedge.kernels.optimized.fused import FLOATS
+from torchedge.kernels.optimized.fused_recurrent import gru_step, lstm_step
 from torchedge.kernels.registry import output_shapes
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.matching import labelled_producer, replaceable, value_of

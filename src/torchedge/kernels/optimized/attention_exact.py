@@ -8,26 +8,26 @@ all -inf (``where``) and multiplies by the values (``bmm``). This kernel runs th
 operations on the same operands, a few heads at a time so that their scores stay in the cache
 from one product to the other: each matrix product is the same BLAS call on the same matrix,
 each row reduction the same reduction of the same row, so the result is bit-identical.
-`torchedge.kernels.portable.fused.attention` is the faster shortcut (one scale, no max pass).
+`torchedge.kernels.optimized.fused.attention` is the faster shortcut (one scale, no max pass).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from torchedge.kernels.optimized.fused import attention_dims, check_float
+from torchedge.kernels.optimized.scratch import per_call, scratch
+from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable.common import check, quiet
-from torchedge.kernels.portable.fused import _attention_dims, check_float
-from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["attention_exact"]
 
 _OP = "torchedge_fused::attention_exact.out"
-_SCORES_PER_CHUNK = 1 << 17  # 512 KiB of float32 scores
 
 
 def _shape(op: str, query, key, value, mask, q_scale, k_scale, out) -> list[tuple]:
-    _attention_dims(op, query, key, value, False)
+    attention_dims(op, query, key, value, False)
     return [query.shape[:-1] + value.shape[-1:]]
 
 
@@ -36,7 +36,7 @@ def attention_exact(query, key, value, mask, q_scale, k_scale, out):
     """``where(all(s == -inf), 0, softmax(s)) @ value`` with ``s = (query * q_scale) @ (keyᵀ *
     k_scale) + mask`` over (..., S, D) tensors, computed as the decomposition's steps compute it."""
     dtype = check_float(_OP, query, key, value, out)
-    batch, sq, sk = _attention_dims(_OP, query, key, value, False)
+    batch, sq, sk = attention_dims(_OP, query, key, value, False)
     expected = query.shape[:-1] + value.shape[-1:]
     check(tuple(out.shape) == expected, _OP, f"out has shape {list(out.shape)}, expected {list(expected)}")
     if out.size == 0:
@@ -50,7 +50,7 @@ def attention_exact(query, key, value, mask, q_scale, k_scale, out):
         else np.empty(values.shape[:1] + (sq, value.shape[-1]), dtype)
     )
     scales = dtype.type(q_scale), dtype.type(k_scale)
-    step = max(1, _SCORES_PER_CHUNK // max(1, sq * sk))
+    step = max(1, int(tuned("attention_scores_per_chunk")) // max(1, sq * sk))
     with quiet():
         for first in range(0, queries.shape[0], step):
             h = slice(first, first + step)
@@ -59,15 +59,16 @@ def attention_exact(query, key, value, mask, q_scale, k_scale, out):
         out[...] = target.reshape(out.shape)
 
 
+@per_call
 def _attend(queries, keys, values, mask, scales, out) -> None:
     """One chunk of heads: (h, sq, d) queries, (h, sk, d) keys, (h, sk, dv) values into (h, sq, dv)."""
     dtype = queries.dtype
     h, sq, d = queries.shape
     sk = keys.shape[1]
-    scaled_q = np.multiply(queries, scales[0], out=workspace("exact_q", queries.shape, dtype))
-    scaled_k = workspace("exact_k", (h, d, sk), dtype)
+    scaled_q = np.multiply(queries, scales[0], out=scratch(queries.shape, dtype))
+    scaled_k = scratch((h, d, sk), dtype)
     np.multiply(keys.transpose(0, 2, 1), scales[1], out=scaled_k)
-    scores = workspace("exact_scores", (h, sq, sk), dtype)
+    scores = scratch((h, sq, sk), dtype)
     np.matmul(scaled_q, scaled_k, out=scores)
     if mask is not None:
         np.add(scores, mask, out=scores)

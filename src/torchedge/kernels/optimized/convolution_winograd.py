@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.portable.derived_arrays import derived
+from torchedge.kernels.optimized.derived_arrays import derived
+from torchedge.kernels.optimized.scratch import scratch
+from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable.elementwise import FAST_FLOATS
-from torchedge.kernels.portable.windows import workspace
 
 __all__ = ["winograd_pays", "winograd_conv"]
 
@@ -31,9 +32,7 @@ _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.
 
 def winograd_pays(x, weight, stride, dilation, groups, size, out, acc) -> bool:
     """Whether a convolution is a dense 3x3 stride-1 one with enough channels and tiles for the
-    16 products to run near BLAS speed. Measured on AVX2 with OpenBLAS against the column
-    methods: 0.6-0.85x their time from 48 channels and 36 tiles (12x12 outputs) up, even or
-    slower with 32 channels or 16 tiles (7x7 outputs)."""
+    16 products to run near BLAS speed (the thresholds are in `tuning`)."""
     if weight.ndim != 4 or weight.shape[2:] != (3, 3) or groups != 1:
         return False
     if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1):
@@ -43,11 +42,12 @@ def winograd_pays(x, weight, stride, dilation, groups, size, out, acc) -> bool:
     tiles = x.shape[0] * -(-size[0] // 2) * -(-size[1] // 2)
     channels = weight.shape[:2]
     # the transformed inputs and the products: 16 values per tile and channel each
-    workspace_bytes = 16 * tiles * max(channels) * acc.itemsize
-    return min(channels) >= 48 and tiles >= 36 and workspace_bytes <= _WORKSPACE_LIMIT
-
-
-_WORKSPACE_LIMIT = 64 << 20  # larger layers keep the column methods' smaller scratch memory
+    scratch_bytes = 16 * tiles * max(channels) * acc.itemsize
+    return (
+        min(channels) >= tuned("winograd_min_channels")
+        and tiles >= tuned("winograd_min_tiles")
+        and scratch_bytes <= tuned("winograd_max_scratch_bytes")
+    )
 
 
 def _transformed(weight) -> np.ndarray:
@@ -68,7 +68,7 @@ def winograd_conv(x, weight, bias, padding, out) -> None:
     ph, pw = th + 1, tw + 1  # phase plane size: one more tile row and column for the shifts
     plane = n * c * ph * pw
     runs = plane + 1  # the row transforms also serve the column shift of one
-    planes = workspace("winograd_planes", (2, 2, runs + pw), dtype)
+    planes = scratch((2, 2, runs + pw), dtype)
     planes.fill(0)
     for a in range(2):
         rows = _parity_span(a, padding[0], height, ph)
@@ -79,26 +79,26 @@ def winograd_conv(x, weight, bias, padding, out) -> None:
                 target[:, :, rows[0], cols[0]] = x[:, :, rows[1], cols[1]]
     # B^T along the rows: row transform k of column parity q, over whole planes (a shift of pw
     # is the next tile row)
-    row_t = workspace("winograd_rows", (4, 2, runs), dtype)
+    row_t = scratch((4, 2, runs), dtype)
     for q in range(2):
         even, odd = planes[0, q], planes[1, q]
         _b_transpose(even[:runs], odd[:runs], even[pw : pw + runs], odd[pw : pw + runs], row_t[:, q])
     # B along the columns (a shift of 1 is the next tile): V[4a + b], plane-shaped
-    v = workspace("winograd_inputs", (4, 4, plane), dtype)
+    v = scratch((4, 4, plane), dtype)
     for k in range(4):
         even, odd = row_t[k, 0], row_t[k, 1]
         _b_transpose(even[:plane], odd[:plane], even[1:runs], odd[1:runs], v[k])
     # the 16 products over the channels, on the tile rows the output needs
     used = th * pw
     columns = v.reshape(16, n, c, ph * pw)[..., :used]
-    products = workspace("winograd_products", (4, 4, n, o, used), dtype)
+    products = scratch((4, 4, n, o, used), dtype)
     kernels = derived(_transformed, (weight,))
     np.matmul(kernels.reshape(16, 1, o, c), columns, out=products.reshape(16, n, o, used))
     # A^T along the rows, then A along the columns, into each of the four output parities
-    sums = workspace("winograd_sums", (2, 4, n, o, used), dtype)
+    sums = scratch((2, 4, n, o, used), dtype)
     for b in range(4):
         _a_transpose(products[:, b], sums[0, b], sums[1, b])
-    tiles = workspace("winograd_tiles", (2, n, o, used), dtype)
+    tiles = scratch((2, n, o, used), dtype)
     shift = None if bias is None else bias.astype(dtype, copy=False).reshape(o, 1, 1)
     for p in range(2):
         _a_transpose(sums[p], tiles[0], tiles[1])

@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from torchedge.kernels.optimized.convolution import bias_column_weights
+from torchedge.kernels.optimized.convolution_columns import sum_taps_channels_last
+from torchedge.kernels.optimized.derived_arrays import derived
+from torchedge.kernels.optimized.scratch import per_call, scratch
 from torchedge.kernels.portable.bounds import clamp_by_numbers
-from torchedge.kernels.portable.convolution import bias_column_weights
-from torchedge.kernels.portable.convolution_columns import sum_taps_channels_last
-from torchedge.kernels.portable.derived_arrays import derived
-from torchedge.kernels.portable.windows import workspace
 
 __all__ = ["DepthwiseGeometry", "inverted_residual"]
 
@@ -34,6 +34,7 @@ class DepthwiseGeometry(NamedTuple):
     dilation: tuple[int, int]
 
 
+@per_call
 def inverted_residual(
     expand_bounds, geometry: DepthwiseGeometry, bounds, x, expand, expand_bias, weight, bias, project, project_bias, out
 ) -> None:
@@ -46,9 +47,9 @@ def inverted_residual(
     c, (oh, ow) = weight.shape[0], out.shape[2:]
     dtype = out.dtype
     with_ones = expand_bias is not None
-    columns = workspace("columns", (n, h * w, cin + with_ones), dtype)
-    expanded = workspace("taps", (1, h, w, c), dtype)
-    total = workspace("product", (1, oh, ow, c), dtype)
+    columns = scratch((n, h * w, cin + with_ones), dtype)
+    expanded = scratch((1, h, w, c), dtype)
+    total = scratch((1, oh, ow, c), dtype)
     matrix = derived(_expansion_matrix, (expand, expand_bias))
     projection = project.reshape(project.shape[0], c)
     np.copyto(columns[:, :, :cin], x.reshape(n, cin, h * w).transpose(0, 2, 1))  # all of x before out is written

@@ -18,8 +18,8 @@ import functools
 
 import numpy as np
 
+from torchedge.kernels.optimized.fused import NAMESPACE, check_float
 from torchedge.kernels.portable.common import fail, quiet
-from torchedge.kernels.portable.fused import NAMESPACE, check_float
 from torchedge.kernels.portable.unary import _sigmoid
 from torchedge.kernels.registry import register_kernel
 

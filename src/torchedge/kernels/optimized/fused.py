@@ -24,13 +24,14 @@ import math
 
 import numpy as np
 
+from torchedge.kernels.optimized.convolution import conv_forward
+from torchedge.kernels.optimized.derived_arrays import derived
+from torchedge.kernels.optimized.scratch import per_call, scratch
+from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable.activation import _gelu_erf_float32
 from torchedge.kernels.portable.bounds import clamp_by_numbers
 from torchedge.kernels.portable.common import check, fail, quiet, row_sums, write
-from torchedge.kernels.portable.convolution import conv_forward
-from torchedge.kernels.portable.derived_arrays import derived
 from torchedge.kernels.portable.linear_algebra import product_shape
-from torchedge.kernels.portable.windows import workspace
 from torchedge.kernels.registry import register_kernel
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "ACTIVATIONS",
     "FLOATS",
     "check_float",
+    "attention_dims",
 ]
 
 NAMESPACE = "torchedge_fused"
@@ -62,7 +64,7 @@ def check_float(op: str, *arrays) -> np.dtype:
 # -- attention ---------------------------------------------------------------------------
 
 
-def _attention_dims(op: str, query, key, value, interleaved: bool) -> tuple:
+def attention_dims(op: str, query, key, value, interleaved: bool) -> tuple:
     """Check the shapes of (..., S, D) queries, keys and values, or interleaved (..., S, H, D)
     ones; return (batch, sq, sk) with the heads in the batch dims."""
     q, k, v = query.shape, key.shape, value.shape
@@ -85,13 +87,13 @@ def _attention_dims(op: str, query, key, value, interleaved: bool) -> tuple:
 
 def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
     """(..., Sq, D) queries against (..., Sk, D) keys weigh (..., Sk, Dv) values: (..., Sq, Dv)."""
-    _attention_dims(op, query, key, value, False)
+    attention_dims(op, query, key, value, False)
     return [query.shape[:-1] + value.shape[-1:]]
 
 
 def _interleaved_attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
     """(..., Sq, H, D) queries, (..., Sk, H, D) keys and (..., Sk, H, Dv) values: (..., Sq, H, Dv)."""
-    _attention_dims(op, query, key, value, True)
+    attention_dims(op, query, key, value, True)
     return [query.shape[:-1] + value.shape[-1:]]
 
 
@@ -116,7 +118,7 @@ def _heads_first(x: np.ndarray, heads: int, interleaved: bool) -> np.ndarray:
 
 def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) -> None:
     dtype = check_float(op, query, key, value, out)
-    batch, sq, sk = _attention_dims(op, query, key, value, interleaved)
+    batch, sq, sk = attention_dims(op, query, key, value, interleaved)
     expected = query.shape[:-1] + value.shape[-1:]
     check(tuple(out.shape) == expected, op, f"out has shape {list(out.shape)}, expected {list(expected)}")
     if out.size == 0:
@@ -138,7 +140,7 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
     results = _heads_first(target, heads, interleaved)
     # A few heads at a time, so that their scores stay in the L2 cache from the product with the
     # keys to the product with the values (and long sequences never hold every head's scores).
-    step = max(1, _SCORES_PER_CHUNK // (sq * sk))
+    step = max(1, int(tuned("attention_scores_per_chunk")) // (sq * sk))
     with quiet():
         for b in range(queries.shape[0]):
             for first in range(0, heads, step):
@@ -149,14 +151,12 @@ def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) 
         write(out, target)
 
 
-_SCORES_PER_CHUNK = 1 << 17  # 512 KiB of float32 scores
-
-
 # With every row's sum of unshifted weights at least this (and finite), the largest weight of
 # each row is at least this / sk: far above the subnormals, so the weights lose nothing.
 _ROW_SUM_FLOOR = 2.0**-24
 
 
+@per_call
 def _attend(queries, keys, values, mask, scale: float, out) -> None:
     """One chunk of heads: (h, sq, d) queries, (h, sk, d) keys, (h, sk, dv) values into
     (h, sq, dv) ``out``. The queries are scaled chunk by chunk (d values per query instead of
@@ -169,15 +169,15 @@ def _attend(queries, keys, values, mask, scale: float, out) -> None:
     maximum."""
     if scale != 1:
         dtype = queries.dtype
-        queries = np.multiply(queries, dtype.type(scale), out=workspace("queries", queries.shape, dtype))
-    scores = _scores(queries, keys, mask)
+        queries = np.multiply(queries, dtype.type(scale), out=scratch(queries.shape, dtype))
+    scores = _scores(queries, keys, mask, scratch((queries.shape[0], queries.shape[1], keys.shape[1]), queries.dtype))
     np.exp(scores, out=scores)
     total = row_sums(scores)
     if _ROW_SUM_FLOOR <= np.min(total) and np.isfinite(np.max(total)):  # nan: shift
         _weigh_values(scores, total, values, out)
         if np.isfinite(np.min(out)) and np.isfinite(np.max(out)):
             return
-    scores = _scores(queries, keys, mask)
+    scores = _scores(queries, keys, mask, scores)
     peak = np.maximum.reduce(scores, axis=2, keepdims=True)
     empty = np.isneginf(peak)  # queries whose scores are all masked out: zeros (safe softmax)
     masked_rows = bool(empty.any())
@@ -190,10 +190,9 @@ def _attend(queries, keys, values, mask, scale: float, out) -> None:
         out[empty[..., 0]] = 0
 
 
-def _scores(queries, keys, mask) -> np.ndarray:
-    """The (h, sq, sk) scores of a chunk (plus the mask) in this thread's workspace."""
+def _scores(queries, keys, mask, scores) -> np.ndarray:
+    """The (h, sq, sk) scores of a chunk (plus the mask) into ``scores``."""
     dtype = queries.dtype
-    scores = workspace("attention", (queries.shape[0], queries.shape[1], keys.shape[1]), dtype)
     np.matmul(queries, keys.transpose(0, 2, 1), out=scores)
     if mask is not None:
         np.add(scores, mask, out=scores, dtype=dtype, casting="unsafe")
@@ -286,6 +285,7 @@ def _conv_bn_act_shape(
 
 
 @register_kernel("torchedge_fused::conv_bn_act.out", shape=_conv_bn_act_shape)
+@per_call
 def conv_bn_act(
     input,
     weight,

@@ -1,10 +1,12 @@
 """Arrays computed from a kernel's constant operands (batch norm folded into weights, a
 convolution's transformed kernels), computed once per program instead of once per call.
 
-The cache is process-wide, shared by every method and thread. It is keyed by the sources'
-``id()``, which a new array may reuse once a source is gone, so an entry holds weak references
-to its sources and serves only calls with those very arrays (alive, hence their ids are theirs);
-the death of any source drops the entry. Results are read-only, so threads may share them."""
+Owner and lifetime: an entry belongs to its source arrays (a loaded program's constants, which
+the program owns) and lives exactly as long as all of them: `weakref.finalize` drops it when any
+source is collected, so the results go with the program that loaded the constants. Entries are
+keyed by the sources' ``id()`` and hold weak references to them, so a new array that reuses an id
+never meets another's result. One table serves every method and thread; results are read-only,
+so threads may share them."""
 
 from __future__ import annotations
 

@@ -17,9 +17,11 @@ import math
 
 import numpy as np
 
+from torchedge.kernels.optimized.derived_arrays import derived
+from torchedge.kernels.optimized.scratch import per_call, scratch
+from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable.common import write
-from torchedge.kernels.portable.derived_arrays import derived
-from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view, workspace
+from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view
 
 __all__ = [
     "windows_apart",
@@ -51,7 +53,7 @@ def patches(x, kernel, stride, size, acc) -> np.ndarray:
         x.strides[:2] + spatial + tuple(step * s for step, s in zip(spatial, stride)),
         writeable=False,
     )
-    columns = workspace("columns", windows.shape, acc)
+    columns = scratch(windows.shape, acc)
     np.copyto(columns, windows, casting="unsafe")
     return columns
 
@@ -76,7 +78,7 @@ def gemm_per_kernel_column(taps: Taps, kernels, step: int, bias, out, acc) -> No
     groups, og, cg, count = kernels.shape
     n, width = out.shape[0], taps.kernel[-1]
     lines, reach = count // width, taps.length + step * (width - 1)
-    block = workspace("columns", (n, groups, cg, lines, reach), acc)
+    block = scratch((n, groups, cg, lines, reach), acc)
     for line in range(lines):
         block[:, :, :, line] = taps.flat(line * width, reach - taps.length).reshape(n, groups, cg, reach)
     stacked = block.reshape(n, groups, cg * lines, reach)
@@ -93,7 +95,7 @@ def _accumulate_products(taps: Taps, pairs, bias, out, acc) -> None:
     n, o = out.shape[:2]
     (a, b), *rest = pairs
     shape = b.shape[:2] + (a.shape[-2], b.shape[-1])
-    product, partial = workspace("product", shape, acc), workspace("blocks", shape, acc)
+    product, partial = scratch(shape, acc), scratch(shape, acc)
     np.matmul(a, b, out=product)
     for a, b in rest:
         np.matmul(a, b, out=partial)
@@ -105,15 +107,11 @@ def _accumulate_products(taps: Taps, pairs, bias, out, acc) -> None:
         np.add(grid, bias.reshape((-1,) + (1,) * (out.ndim - 2)), out=out, dtype=acc, casting="unsafe")
 
 
-_TAP_BY_TAP_LENGTH = 2048  # planes with runs at least this long are summed tap by tap
-_TAP_BY_TAP_BLOCK = 1 << 19  # elements of a block of rows' running sum (fewer calls beat L2 reuse)
-
-
 def depthwise(taps: Taps, weight, bias, out, acc) -> None:
     """``out[n, c*m + j] = bias + sum_t weight[c*m + j, 0, t] * tap_t[n, c]``: tap by tap on
     large planes (`_depthwise_tap_by_tap`), else a batched matrix product per block of rows
     (where the calls of summing tap by tap would cost more than the arithmetic)."""
-    if taps.length >= _TAP_BY_TAP_LENGTH:
+    if taps.length >= tuned("depthwise_tap_by_tap_length"):
         _depthwise_tap_by_tap(taps, weight, bias, out, acc)
     else:
         _depthwise_by_product(taps, weight, bias, out, acc)
@@ -122,17 +120,17 @@ def depthwise(taps: Taps, weight, bias, out, acc) -> None:
 def _depthwise_tap_by_tap(taps: Taps, weight, bias, out, acc) -> None:
     """Each tap's (rows, length) view read in place, scaled by its weight per row and added to
     a running sum over a block of rows; nothing is copied but the padded input (by `Taps`) and
-    the sums into ``out``. 1.2-1.4x faster than the batched product on 56x56 and 112x112 planes
-    (AVX2, OpenBLAS; blocks that fit in L2 measured slower: twice as many calls)."""
+    the sums into ``out``."""
     n, c = out.shape[0], taps.rows // out.shape[0]
     m, k = weight.shape[0] // c, taps.count
     kernels = np.broadcast_to(weight.reshape(c, m, k).astype(acc), (n, c, m, k)).reshape(taps.rows, m, k)
     biases = None if bias is None else np.broadcast_to(bias.reshape(c, m).astype(acc), (n, c, m)).reshape(taps.rows, m)
     target = rows_view(out, (taps.rows, m) + taps.out_size) if out.dtype == acc else None
-    buffer = workspace("product", (taps.rows, m) + taps.out_size, acc) if target is None else target
-    for rows in row_blocks(taps.rows, taps.pitch, _TAP_BY_TAP_BLOCK):
-        size = (rows.stop - rows.start, taps.length)
-        total, scaled = workspace("columns", size, acc), workspace("blocks", size, acc)
+    buffer = scratch((taps.rows, m) + taps.out_size, acc) if target is None else target
+    blocks = row_blocks(taps.rows, taps.pitch, int(tuned("depthwise_tap_by_tap_block")))
+    running, scaling = (scratch((blocks[0].stop, taps.length), acc) for _ in range(2))
+    for rows in blocks:
+        total, scaled = running[: rows.stop - rows.start], scaling[: rows.stop - rows.start]
         for j in range(m):
             weights = kernels[rows, j]
             np.multiply(taps.flat(0)[rows], weights[:, :1], out=total)
@@ -158,12 +156,12 @@ def _depthwise_by_product(taps: Taps, weight, bias, out, acc) -> None:
         kernels[:, :, k] = bias.reshape(c, m)
     kernels = np.broadcast_to(kernels, (n, c, m, k + 1)).reshape(taps.rows, m, k + 1)
     target = rows_view(out, (taps.rows, m) + taps.out_size) if out.dtype == acc else None
-    buffer = workspace("product", (taps.rows, m) + taps.out_size, acc) if target is None else target
-    blocks = row_blocks(taps.rows, (k + 1) * taps.pitch, 1 << 18)
+    buffer = scratch((taps.rows, m) + taps.out_size, acc) if target is None else target
+    blocks = row_blocks(taps.rows, (k + 1) * taps.pitch, int(tuned("depthwise_product_block")))
     size = blocks[0].stop
-    columns = workspace("columns", (k + 1, size, taps.pitch), acc)  # tap-major: each tap's run is contiguous
+    columns = scratch((k + 1, size, taps.pitch), acc)  # tap-major: each tap's run is contiguous
     columns[k] = 1
-    result = workspace("blocks", (m, size, taps.pitch), acc)
+    result = scratch((m, size, taps.pitch), acc)
     length = taps.length
     for rows in blocks:
         r, run = rows.stop - rows.start, taps.run_length(rows)
@@ -178,17 +176,13 @@ def _depthwise_by_product(taps: Taps, weight, bias, out, acc) -> None:
         write(out, buffer.reshape(out.shape))
 
 
-_CHANNELS_LAST_POSITIONS = 64  # output planes up to this many positions (7x7, 8x8) ...
-_CHANNELS_LAST_CHANNELS = 256  # ... of at least this many channels go channels-last
-
-
 def channels_last_pays(channels: int, out_size) -> bool:
     """Whether a 2-D depthwise convolution (multiplier 1) runs faster channels-last: on small
-    planes every row of the planar paths is short, each a NumPy loop or BLAS call of its own
-    (measured on AVX2: 0.6x the time on 960 channels of 7x7 and 576 of 14x14 at stride 2, no
-    faster on 14x14 planes at stride 1)."""
+    planes every row of the planar paths is short, each a NumPy loop or BLAS call of its own."""
     return (
-        len(out_size) == 2 and channels >= _CHANNELS_LAST_CHANNELS and math.prod(out_size) <= _CHANNELS_LAST_POSITIONS
+        len(out_size) == 2
+        and channels >= tuned("channels_last_min_channels")
+        and math.prod(out_size) <= tuned("channels_last_max_positions")
     )
 
 
@@ -198,15 +192,16 @@ def depthwise_channels_last(x, weight, bias, stride, padding, dilation, out, acc
     spatial dim (out's size says how many follow): the input is copied once, channels-last, the
     taps summed by `sum_taps_channels_last` and the sum transposed into ``out``."""
     n, c, h, w = x.shape
-    source = workspace("taps", (n, h, w, c), acc)
+    source = scratch((n, h, w, c), acc)
     np.copyto(source, x.transpose(0, 2, 3, 1), casting="unsafe")
-    total = workspace("product", (n,) + out.shape[2:] + (c,), acc)
+    total = scratch((n,) + out.shape[2:] + (c,), acc)
     sum_taps_channels_last(source, weight, stride, padding, dilation, total)
     if bias is not None:
         total += bias.astype(acc, copy=False)
     write(out, total.transpose(0, 3, 1, 2))
 
 
+@per_call
 def sum_taps_channels_last(source, weight, stride, padding, dilation, total) -> None:
     """``total[n, i, j, c] = sum over taps (a, b) of weight[c, 0, a, b] * source[n, s*i + d*a - p,
     s*j + d*b - p, c]`` for a channels-last (N, H, W, C) ``source`` zero-padded by ``padding``
@@ -216,7 +211,7 @@ def sum_taps_channels_last(source, weight, stride, padding, dilation, total) -> 
     (h, w), (oh, ow), c = source.shape[1:3], total.shape[1:3], source.shape[3]
     kh, kw = weight.shape[2:]
     tiled = derived(_tiled_taps, (weight,), ow, total.dtype)
-    scaled = workspace("blocks", total.shape, total.dtype)
+    scaled = scratch(total.shape, total.dtype)
     started = False
     for t in range(kh * kw):
         a, b = divmod(t, kw)
