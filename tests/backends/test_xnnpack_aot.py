@@ -198,6 +198,8 @@ UNARY = {
     "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
     "elu": F.elu,
     "floor_ceil": lambda x: torch.floor(x) + torch.ceil(x),
+    "sin_cos": lambda x: torch.sin(x) * torch.cos(x),
+    "square": lambda x: x.pow(2),
 }
 
 

@@ -64,6 +64,22 @@ class DepthwiseNet(nn.Module):
         return self.fc(F.relu(self.pointwise(y)).mean((-1, -2), keepdim=True).flatten(1))
 
 
+class MobileBlock(nn.Module):
+    """mobilenet_v2's shapes as transformers writes it: explicit pads (ExecuTorch runs them in
+    float32 between converts), ReLU6 as a hardtanh of its own, an inverted residual."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2)
+        self.depthwise = nn.Conv2d(8, 8, 3, groups=8)
+        self.project = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = F.hardtanh(self.stem(F.pad(x, [0, 1, 0, 1])), 0.0, 6.0)
+        z = F.hardtanh(self.depthwise(F.pad(y, [1, 1, 1, 1])), 0.0, 6.0)
+        return y + self.project(F.pad(z, [0, 0, 0, 0]))
+
+
 class LinearStack(nn.Module):
     def __init__(self):
         super().__init__()
@@ -101,6 +117,8 @@ def _recipe(name: str):
     torch.manual_seed(0)
     if name.startswith("conv"):
         model, inputs = ConvNet(), _inputs((2, 3, 16, 16))
+    elif name.startswith("mobile"):
+        model, inputs = MobileBlock(), _inputs((1, 3, 15, 15))
     elif name.startswith("depthwise"):
         model, inputs = DepthwiseNet(), _inputs((1, 3, 8, 8))
     else:
@@ -117,6 +135,8 @@ RECIPES = [
     "conv_per_channel",
     "depthwise_per_tensor",
     "depthwise_per_channel",
+    "mobile_per_tensor",
+    "mobile_per_channel",
     "linear_per_tensor",
     "linear_per_channel",
     "dynamic_linear",
@@ -300,7 +320,7 @@ def test_quantized_operators_are_recognized_whatever_the_import_order():
 
 
 class _Residual(nn.Module):
-    """A residual whose branch has an operator the quantized lowering leaves out (hardtanh on a
+    """A residual whose branch has an operator the lowering leaves out (a cumulative sum on a
     dequantized value): one delegate holding both ends would make a cycle."""
 
     def __init__(self):
@@ -310,7 +330,7 @@ class _Residual(nn.Module):
 
     def forward(self, x):
         y = self.conv1(x)
-        return y + self.conv2(F.hardtanh(y, 0.0, 6.0))
+        return y + self.conv2(torch.cumsum(y, 1))
 
 
 def test_split_quantized_patterns_stay_outside_whole():

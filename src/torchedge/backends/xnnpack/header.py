@@ -83,7 +83,7 @@ def _padded(data: bytes) -> bytes:
     return data + b"\x00" * (-len(data) % _ALIGNMENT)
 
 
-def join_payload(flatbuffer: bytes, constant_data: bytes = b"") -> bytes:
+def join_payload(flatbuffer: bytes, constant_data: bytes | bytearray = b"") -> bytes:
     """A payload as ExecuTorch's ``serialize_xnnpack_binary`` lays it out: the header, the
     flatbuffer and the constant data, each starting 16-byte aligned."""
     header_size = _LAYOUT.size + (-_LAYOUT.size % _ALIGNMENT)
@@ -92,4 +92,4 @@ def join_payload(flatbuffer: bytes, constant_data: bytes = b"") -> bytes:
     header = _LAYOUT.pack(
         b"\x00" * 4, HEADER_MAGIC, _LAYOUT.size, fb_offset, len(flatbuffer), const_offset, len(constant_data)
     )
-    return _padded(header) + _padded(flatbuffer) + bytes(constant_data)
+    return b"".join((_padded(header), _padded(flatbuffer), constant_data))

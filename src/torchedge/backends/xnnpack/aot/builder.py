@@ -9,6 +9,8 @@ entry that means "not a constant", as in ExecuTorch's payloads.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from torchedge.backends.xnnpack import schema as s
@@ -30,15 +32,19 @@ class GraphBuilder:
     def __init__(self) -> None:
         self.graph = s.XNNGraph(version="0", constant_data=[_entry(0, 0)])
         self._constant_data = bytearray()
-        self._stored: dict[bytes, int] = {}  # constant bytes -> constant_data index
+        self._stored: dict[bytes, int] = {}  # digest of constant bytes -> constant_data index
+        self.float_datatype = s.XNNDatatype.xnn_datatype_fp32  # of float values by default
 
-    def value(self, dims, data: np.ndarray | None = None) -> int:
-        """A new float32 value of shape ``dims`` (the constant ``data`` when given); its id."""
+    def value(self, dims, data: np.ndarray | None = None, datatype: s.XNNDatatype | None = None) -> int:
+        """A new float value of shape ``dims`` (the constant ``data`` when given) of ``datatype``
+        (`float_datatype` by default); its id."""
         value_id = len(self.graph.xvalues)
         dims = [int(d) for d in dims]
-        buffer_idx = 0 if data is None else self.store(np.ascontiguousarray(data, dtype=np.float32).tobytes())
+        datatype = self.float_datatype if datatype is None else datatype
+        dtype = np.float16 if datatype == s.XNNDatatype.xnn_datatype_fp16 else np.float32
+        buffer_idx = 0 if data is None else self.store(np.ascontiguousarray(data, dtype=dtype).tobytes())
         tensor = s.XNNTensorValue(
-            datatype=s.XNNDatatype.xnn_datatype_fp32,
+            datatype=datatype,
             num_dims=len(dims),
             dims=dims,
             constant_buffer_idx=buffer_idx,
@@ -71,7 +77,7 @@ class GraphBuilder:
         source = self.graph.xvalues[value_id].xvalue_union
         if isinstance(source, s.XNNQuantizedTensorValue):
             return self.quantized_value(dims, source.tensor_value.datatype, source.quant_params)
-        return self.value(dims)
+        return self.value(dims, datatype=source.datatype)
 
     def quantization(self, value_id: int):
         """The quantization parameters of ``value_id`` (None for a float value)."""
@@ -102,18 +108,19 @@ class GraphBuilder:
 
     def store(self, data: bytes) -> int:
         """The constant data index of ``data`` (stored once, aligned)."""
-        index = self._stored.get(data)
+        key = hashlib.sha256(data).digest() + len(data).to_bytes(8, "little")
+        index = self._stored.get(key)
         if index is None:
             self._constant_data += b"\x00" * (-len(self._constant_data) % _ALIGNMENT)
             index = len(self.graph.constant_data)
             self.graph.constant_data.append(_entry(len(self._constant_data), len(data)))
             self._constant_data += data
-            self._stored[data] = index
+            self._stored[key] = index
         return index
 
     def payload(self) -> bytes:
         """The ``XH00`` header, the ``XN01`` flatbuffer and the constant data."""
-        return join_payload(encode_graph(self.graph), bytes(self._constant_data))
+        return join_payload(encode_graph(self.graph), self._constant_data)
 
 
 def _entry(offset: int, size: int) -> s.ConstantDataOffset:

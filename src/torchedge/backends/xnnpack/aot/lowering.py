@@ -17,7 +17,13 @@ Quantized patterns. Nodes that `QUANT_HOOKS.in_domain` claims (set by `ops_quant
 ``quantized_decomposed`` operators and the operators between them) use the translations
 registered with `lowers_quantized` instead, without the float32 rules; `Lowering.output` gives
 a quantized node's result the parameters `QUANT_HOOKS.output_params` reads off the quantize
-that follows it, and a dequantized delegate output is converted back to float32.
+that follows it, and a dequantized delegate output is converted back to float32. An operator
+inside a quantized pattern with no quantized translation that takes it runs in float32 between
+converts (`Lowering.translate_in_float`), as ExecuTorch's lowering runs a pad there.
+
+Float types and shapes. A partition computes in one float type (float32 or float16, `shapes`),
+and a value with dynamic dims is written at their upper bound (``lowers(..., dynamic=...)`` says
+where a translation holds at every size in range).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from torch.export.graph_signature import InputKind
 
 from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot.builder import GraphBuilder
+from torchedge.backends.xnnpack.aot.shapes import dynamic_dims, float_tensor, shape
 from torchedge.errors import ExportError
 from torchedge.exir.ir import constant_value
 
@@ -48,11 +55,11 @@ __all__ = [
     "lower_program",
     "TO_NHWC",
     "TO_NCHW",
+    "shape",
 ]
 
 NCHW, NHWC = "nchw", "nhwc"
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
-_MAX_DIMS = 6  # XNN_MAX_TENSOR_DIMS
 _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
@@ -60,18 +67,21 @@ _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TEN
 class _Translation:
     check: Callable[[torch.fx.Node, ExportedProgram], bool]
     translate: Callable[[Lowering, torch.fx.Node], None]
+    dynamic: Callable[[torch.fx.Node], bool] = lambda node: False
 
 
 _TRANSLATIONS: dict = {}
 
 
-def lowers(*targets, check: Callable | None = None):
+def lowers(*targets, check: Callable | None = None, dynamic: Callable | None = None):
     """Registers the decorated ``translate(lw, node)`` for ``targets`` (Edge operators), taking
-    the nodes ``check(node, ep)`` accepts (all, without one) among float32 static-shape nodes."""
+    the float32 or float16 nodes ``check(node, ep)`` accepts (all, without one); nodes with
+    dynamic dims only where ``dynamic(node)`` says the translation holds at every size in range
+    (none, without one)."""
 
     def decorate(fn):
         for target in targets:
-            _TRANSLATIONS[target] = _Translation(check or (lambda node, ep: True), fn)
+            _TRANSLATIONS[target] = _Translation(check or (lambda node, ep: True), fn, dynamic or (lambda node: False))
         return fn
 
     return decorate
@@ -83,11 +93,13 @@ _QUANTIZED: dict = {}
 @dataclass
 class _QuantHooks:
     """Set by `ops_quantized`: whether a node belongs to a quantized pattern (its inputs or
-    result pass through ``quantized_decomposed`` operators), and the parameters of a quantized
-    pattern node's result (None: float)."""
+    result pass through ``quantized_decomposed`` operators), the parameters of a quantized
+    pattern node's result (None: float), and whether such a node may run in float32 between
+    converts."""
 
     in_domain: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
     output_params: Callable[[torch.fx.Node, ExportedProgram], object] = lambda node, ep: None
+    computes_in_float: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
 
 
 QUANT_HOOKS = _QuantHooks()
@@ -117,16 +129,6 @@ def lowers_quantized(*targets, check: Callable):
 
 # ----------------------------------------------------------------------------
 # What the partitioner may tag
-
-
-def _is_float_tensor(val) -> bool:
-    return (
-        isinstance(val, torch.Tensor)
-        and val.dtype == torch.float32
-        and all(isinstance(d, int) for d in val.shape)
-        and val.dim() <= _MAX_DIMS
-        and val.numel() > 0
-    )
 
 
 def _is_scalar_constant(node: torch.fx.Node, ep: ExportedProgram) -> bool:
@@ -169,13 +171,26 @@ def constant_array(node, ep: ExportedProgram) -> np.ndarray | None:
 
 
 def is_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
-    """Whether `lower_program` translates this call node exactly (operator, arguments, float32,
+    """Whether `lower_program` translates this call node exactly (operator, arguments, one float type,
     static shapes); ``getitem`` follows its source."""
     if node.op != "call_function":
         return False
     if QUANT_HOOKS.in_domain(node, ep):
-        quantized = _quantized(node.target)
-        return quantized is not None and bool(quantized.check(node, ep))
+        if any(dynamic_dims(n) for n in (node, *node.all_input_nodes)):
+            return False  # quantized patterns lower at static shapes only
+        if _quantized_translation(node, ep) is not None:
+            return True
+        return QUANT_HOOKS.computes_in_float(node, ep) and _float_supported(node, ep)
+    return _float_supported(node, ep)
+
+
+def _quantized_translation(node: torch.fx.Node, ep: ExportedProgram) -> _Translation | None:
+    """The quantized translation that takes ``node``, else None."""
+    quantized = _quantized(node.target)
+    return quantized if quantized is not None and quantized.check(node, ep) else None
+
+
+def _float_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
     if node.target is operator.getitem:
         source = node.args[0]
         return isinstance(source, torch.fx.Node) and bool(node.args[1] == 0) and is_supported(source, ep)
@@ -184,22 +199,20 @@ def is_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
         return False
     own = node.meta.get("val")
     outputs = list(own) if isinstance(own, (list, tuple)) else [own]
-    if not _is_float_tensor(outputs[0]):
+    if not float_tensor(outputs[0]):
         return False
-    if not all(_is_float_tensor(n.meta.get("val")) or _is_scalar_constant(n, ep) for n in node.all_input_nodes):
+    dtype = outputs[0].dtype  # one float type in and out: a partition holds one
+    for n in node.all_input_nodes:
+        val = n.meta.get("val")
+        if not (float_tensor(val) and val.dtype == dtype) and not _is_scalar_constant(n, ep):
+            return False
+    if any(dynamic_dims(n) for n in (node, *node.all_input_nodes)) and not translation.dynamic(node):
         return False
     return bool(translation.check(node, ep))
 
 
 # ----------------------------------------------------------------------------
 # The walk
-
-
-def shape(node: torch.fx.Node) -> tuple[int, ...]:
-    val = node.meta["val"]
-    if isinstance(val, (list, tuple)):
-        val = val[0]
-    return tuple(int(d) for d in val.shape)
 
 
 def permuted(dims, perm) -> list[int]:
@@ -215,6 +228,8 @@ class Lowering:
         self.values: dict[torch.fx.Node, dict[str, int]] = {}  # node -> layout -> value id
         self.producers: dict[int, object] = {}  # value id -> the XNode computing it
         self.users: dict[torch.fx.Node, int] = {}
+        self.float_results: set[torch.fx.Node] = set()  # quantized-pattern nodes run in float32
+        self.dequantized: dict[torch.fx.Node, dict[str, int]] = {}  # float32 copies of qint8 values
 
     # Constants --------------------------------------------------------------
 
@@ -237,20 +252,21 @@ class Lowering:
         if not known:
             raise ExportError(f"XNNPACK lowering: node '{node.name}' is read before any node computes it")
         other = NHWC if layout == NCHW else NCHW
-        known[layout] = self.convert(known[other], shape(node), to=layout)
+        known[layout] = self.convert(known[other], shape(node), to=layout, static=not dynamic_dims(node))
         return known[layout]
 
     def layouts(self, node: torch.fx.Node) -> dict[str, int]:
         return self.values.get(node, {})
 
-    def convert(self, value_id: int, nchw_dims, to: str) -> int:
-        """A new value holding ``value_id`` in layout ``to`` (``nchw_dims``: the NCHW shape)."""
+    def convert(self, value_id: int, nchw_dims, to: str, static: bool = True) -> int:
+        """A new value holding ``value_id`` in layout ``to`` (``nchw_dims``: the NCHW shape, its
+        dynamic dims at their upper bound unless ``static``)."""
         perm = TO_NHWC if to == NHWC else TO_NCHW
         src_dims = self.builder.tensor(value_id).dims
         out_dims = permuted(src_dims, perm)
         out = self.builder.like(value_id, out_dims)
         n, c, h, w = nchw_dims
-        if c == 1 or h * w == 1:  # same bytes in both layouts
+        if static and (c == 1 or h * w == 1):  # same bytes in both layouts
             self.builder.node("XNNStaticReshape", num_dims=4, new_shape=out_dims, input_id=value_id, output_id=out)
         else:
             self.builder.node("XNNStaticTranspose", num_dims=4, perm=list(perm), input_id=value_id, output_id=out)
@@ -261,7 +277,7 @@ class Lowering:
         dims = shape(node) if dims is None else dims
         if layout == NHWC:
             dims = permuted(dims, TO_NHWC)
-        params = QUANT_HOOKS.output_params(node, self.ep)
+        params = None if node in self.float_results else QUANT_HOOKS.output_params(node, self.ep)
         if params is None:
             value_id = self.builder.value(dims)
         else:
@@ -280,6 +296,27 @@ class Lowering:
             self.producers[output_id] = xnode
         return xnode
 
+    def translate_in_float(self, node: torch.fx.Node) -> None:
+        """``node``'s float32 translation on float32 copies of its quantized inputs (an
+        ``XNNConvert`` each, made once); its result is float32, for the quantize after it."""
+        saved = {}
+        for x in node.all_input_nodes:
+            known = self.values.get(x, {})
+            if not any(self.builder.quantization(v) is not None for v in known.values()):
+                continue
+            if x not in self.dequantized:
+                layout = self.preferred_layout(x)
+                source = known[layout]
+                out = self.builder.value(self.builder.tensor(source).dims)
+                self.node("XNNConvert", input_id=source, output_id=out, flags=0)
+                self.dequantized[x] = {layout: out}
+            saved[x], self.values[x] = known, self.dequantized[x]
+        self.float_results.add(node)
+        try:
+            _TRANSLATIONS[node.target].translate(self, node)
+        finally:
+            self.values.update(saved)
+
     def preferred_layout(self, node: torch.fx.Node) -> str:
         """NHWC for a 4-D value that some node already computed in NHWC only."""
         known = self.layouts(node)
@@ -292,10 +329,21 @@ _FOLDABLE: dict = {
 }
 
 
+def _float_datatype(gm: torch.fx.GraphModule) -> s.XNNDatatype:
+    """float16 for a partition of float16 operators (the partitioner keeps one float type a
+    partition), else float32."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if node.op == "call_function" and isinstance(val, torch.Tensor) and val.dtype == torch.float16:
+            return s.XNNDatatype.xnn_datatype_fp16
+    return s.XNNDatatype.xnn_datatype_fp32
+
+
 def lower_program(ep: ExportedProgram) -> bytes:
     """The XNNPACK payload of a partition's Edge program (every call node supported)."""
     lw = Lowering(ep)
     gm = ep.graph_module
+    lw.builder.float_datatype = _float_datatype(gm)
     constants = {n for n in gm.graph.nodes if n.op == "placeholder" and lw.constant(n) is not None}
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder" and n not in constants]
     for index, node in enumerate(inputs):
@@ -307,7 +355,11 @@ def lower_program(ep: ExportedProgram) -> bytes:
         if QUANT_HOOKS.in_domain(node, ep):
             if not is_supported(node, ep):
                 raise ExportError(f"XNNPACK lowering: node '{node.name}' ({node.target}) is not supported")
-            _quantized(node.target).translate(lw, node)
+            quantized = _quantized_translation(node, ep)
+            if quantized is None:
+                lw.translate_in_float(node)
+            else:
+                quantized.translate(lw, node)
             continue
         if node.target is operator.getitem:
             lw.alias(node, node.args[0])

@@ -14,6 +14,7 @@ import torch
 
 from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot.lowering import NCHW, NHWC, Lowering, lowers, shape
+from torchedge.backends.xnnpack.aot.shapes import any_dims
 
 __all__: list[str] = []
 
@@ -57,7 +58,7 @@ def _binary_check(node, ep) -> bool:
     return _tensor_operands(node, ep) and _alpha_is_one(node, ep) and not node.kwargs.get("rounding_mode")
 
 
-@lowers(*_BINARY, check=_binary_check)
+@lowers(*_BINARY, check=_binary_check, dynamic=any_dims)
 def _binary(lw: Lowering, node: torch.fx.Node) -> None:
     a, b = node.args[:2]
     layout = _layout(lw, node, (a, b))
@@ -79,6 +80,8 @@ _UNARY = {
     aten.tanh.default: "XNNTanh",
     aten.hardswish.default: "XNNHardswish",
     aten.gelu.default: "XNNGelu",
+    aten.sin.default: "XNNSin",
+    aten.cos.default: "XNNCos",
 }
 
 
@@ -86,9 +89,18 @@ def _unary_check(node, ep) -> bool:
     return node.target != aten.gelu.default or node.kwargs.get("approximate", "none") == "none"
 
 
-@lowers(*_UNARY, check=_unary_check)
+@lowers(*_UNARY, check=_unary_check, dynamic=any_dims)
 def _unary(lw: Lowering, node: torch.fx.Node) -> None:
     unary_node(lw, node, _UNARY[node.target])
+
+
+def _square_check(node, ep) -> bool:
+    return not isinstance(node.args[1], torch.fx.Node) and float(node.args[1]) == 2.0
+
+
+@lowers(aten.pow.Tensor_Scalar, check=_square_check, dynamic=any_dims)
+def _square(lw: Lowering, node: torch.fx.Node) -> None:
+    unary_node(lw, node, "XNNSquare")
 
 
 def unary_node(lw: Lowering, node: torch.fx.Node, kind: str, **params) -> None:
@@ -137,7 +149,7 @@ def _try_fuse(lw: Lowering, node: torch.fx.Node, bounds: tuple[float, float]) ->
     return True
 
 
-@lowers(aten.relu.default, aten.hardtanh.default, aten.clamp.default, check=_clamp_check)
+@lowers(aten.relu.default, aten.hardtanh.default, aten.clamp.default, check=_clamp_check, dynamic=any_dims)
 def _clamp(lw: Lowering, node: torch.fx.Node) -> None:
     bounds = _bounds(node)
     if _try_fuse(lw, node, bounds):
@@ -145,7 +157,7 @@ def _clamp(lw: Lowering, node: torch.fx.Node) -> None:
     unary_node(lw, node, "XNNClamp", output_min_max=bounds)
 
 
-@lowers(aten.leaky_relu.default)
+@lowers(aten.leaky_relu.default, dynamic=any_dims)
 def _leaky_relu(lw: Lowering, node: torch.fx.Node) -> None:
     slope = float(node.args[1]) if len(node.args) > 1 else float(node.kwargs.get("negative_slope", 0.01))
     unary_node(lw, node, "XNNLeakyReLU", negative_slope=slope)
@@ -157,7 +169,7 @@ def _elu_check(node, ep) -> bool:
     return scale == 1 and input_scale == 1
 
 
-@lowers(aten.elu.default, check=_elu_check)
+@lowers(aten.elu.default, check=_elu_check, dynamic=any_dims)
 def _elu(lw: Lowering, node: torch.fx.Node) -> None:
     alpha = float(node.args[1]) if len(node.args) > 1 else float(node.kwargs.get("alpha", 1.0))
     unary_node(lw, node, "XNNELU", alpha=alpha)
@@ -168,7 +180,7 @@ def _softmax_check(node, ep) -> bool:
     return node.args[1] in (-1, rank - 1) and not node.args[2]
 
 
-@lowers(aten._softmax.default, check=_softmax_check)
+@lowers(aten._softmax.default, check=_softmax_check, dynamic=any_dims)
 def _softmax(lw: Lowering, node: torch.fx.Node) -> None:
     source = lw.get(node.args[0], NCHW)
     out = lw.output(node)

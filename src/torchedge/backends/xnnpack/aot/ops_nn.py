@@ -14,12 +14,15 @@ import operator
 import numpy as np
 import torch
 
+from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot.builder import FLAG_KEEP_DIMS, FLAG_TRANSPOSE_WEIGHTS, INVALID
 from torchedge.backends.xnnpack.aot.lowering import NCHW, NHWC, Lowering, constant_array, lowers, shape
+from torchedge.backends.xnnpack.aot.shapes import any_dims, leading_only
 
 __all__: list[str] = []
 
 aten = torch.ops.aten
+_FP32 = s.XNNDatatype.xnn_datatype_fp32
 
 
 def _pair(values, default=None) -> list[int]:
@@ -46,7 +49,7 @@ def _addmm_check(node, ep) -> bool:
     return constant_array(node.args[2], ep) is not None and _bias_vector(ep, node.args[0], out_features) is not None
 
 
-@lowers(aten.addmm.default, check=_addmm_check)
+@lowers(aten.addmm.default, check=_addmm_check, dynamic=leading_only)
 def _addmm(lw: Lowering, node: torch.fx.Node) -> None:
     bias, x, weight = node.args[:3]
     w = lw.constant(weight)  # [in, out]
@@ -58,7 +61,7 @@ def _addmm(lw: Lowering, node: torch.fx.Node) -> None:
     lw.node("XNNFullyConnected", input1_id=source, filter_id=filter_id, bias_id=bias_id, output_id=out, flags=0)
 
 
-@lowers(aten.mm.default)
+@lowers(aten.mm.default, dynamic=leading_only)
 def _mm(lw: Lowering, node: torch.fx.Node) -> None:
     x, weight = node.args[:2]
     w = lw.constant(weight)
@@ -71,7 +74,7 @@ def _mm(lw: Lowering, node: torch.fx.Node) -> None:
     lw.node("XNNFullyConnected", input1_id=source, filter_id=filter_id, bias_id=INVALID, output_id=out, flags=flags)
 
 
-@lowers(aten.bmm.default)
+@lowers(aten.bmm.default, dynamic=any_dims)
 def _bmm(lw: Lowering, node: torch.fx.Node) -> None:
     a, b = lw.get(node.args[0]), lw.get(node.args[1])
     out = lw.output(node)
@@ -88,7 +91,7 @@ def _conv_check(node, ep) -> bool:
     return bias is None or constant_array(bias, ep) is not None
 
 
-@lowers(aten.convolution.default, check=_conv_check)
+@lowers(aten.convolution.default, check=_conv_check, dynamic=leading_only)
 def _convolution(lw: Lowering, node: torch.fx.Node) -> None:
     x, weight, bias, stride, padding, dilation, _, _, groups = node.args[:9]
     w = lw.constant(weight)  # [out, in / groups, kh, kw]
@@ -100,11 +103,12 @@ def _convolution(lw: Lowering, node: torch.fx.Node) -> None:
         filter_data = w.reshape(1, out_channels, kh, kw).transpose(0, 2, 3, 1)
     else:  # OHWI
         filter_data = w.transpose(0, 2, 3, 1)
-    filter_id = lw.builder.value(filter_data.shape, np.ascontiguousarray(filter_data))
+    # float32 even in float16 graphs, as ExecuTorch writes them
+    filter_id = lw.builder.value(filter_data.shape, np.ascontiguousarray(filter_data), datatype=_FP32)
     bias_id = INVALID
     if bias is not None:
         b = lw.constant(bias).reshape(-1)
-        bias_id = lw.builder.value(b.shape, b)
+        bias_id = lw.builder.value(b.shape, b, datatype=_FP32)
     conv_node(lw, node, x, (filter_id, bias_id), (kh, kw), (padding, stride, dilation), (groups, group_in, group_out))
 
 
@@ -164,7 +168,7 @@ def _max_pool_check(node, ep) -> bool:
     return stride[0] <= kernel[0] and stride[1] <= kernel[1]
 
 
-@lowers(aten.max_pool2d_with_indices.default, check=_max_pool_check)
+@lowers(aten.max_pool2d_with_indices.default, check=_max_pool_check, dynamic=leading_only)
 def _max_pool(lw: Lowering, node: torch.fx.Node) -> None:
     args = list(node.args) + [None] * (6 - len(node.args))
     x = args[0]
@@ -216,7 +220,7 @@ def _avg_pool_check(node, ep) -> bool:
     return divisor is None or divisor == kernel[0] * kernel[1]
 
 
-@lowers(aten.avg_pool2d.default, check=_avg_pool_check)
+@lowers(aten.avg_pool2d.default, check=_avg_pool_check, dynamic=leading_only)
 def _avg_pool(lw: Lowering, node: torch.fx.Node) -> None:
     kernel, stride, pad, _, _, _ = _avg_args(node)
     source = lw.get(node.args[0], NHWC)
@@ -247,7 +251,7 @@ def _mean_check(node, ep) -> bool:
     return sorted(int(d) % rank for d in dims) == [2, 3]
 
 
-@lowers(aten.mean.dim, check=_mean_check)
+@lowers(aten.mean.dim, check=_mean_check, dynamic=leading_only)
 def _mean(lw: Lowering, node: torch.fx.Node) -> None:
     keepdim = bool(node.args[2]) if len(node.args) > 2 else bool(node.kwargs.get("keepdim", False))
     source = lw.get(node.args[0], NHWC)
@@ -272,7 +276,7 @@ def _batch_norm_check(node, ep) -> bool:
     )
 
 
-@lowers(aten._native_batch_norm_legit_no_training.default, check=_batch_norm_check)
+@lowers(aten._native_batch_norm_legit_no_training.default, check=_batch_norm_check, dynamic=leading_only)
 def _batch_norm(lw: Lowering, node: torch.fx.Node) -> None:
     x, weight, bias, mean, var, _, eps = node.args[:7]
     channels = shape(x)[1]

@@ -74,8 +74,20 @@ def _in_domain(node: torch.fx.Node, ep) -> bool:
     return static_params_node(node) is not None
 
 
+def _computes_in_float(node: torch.fx.Node, ep) -> bool:
+    """An operator without a quantized translation that takes it, between static dequantized
+    activations (or float values) and a quantize: it runs in float32 on converted inputs, as
+    ExecuTorch's lowering runs a pad."""
+    if is_call(node, *QUANT_OPS) or node.target is operator.getitem:
+        return False
+    return all(
+        activation_params(x) is not None and is_supported(x, ep) for x in node.all_input_nodes if is_call(x, *QUANT_OPS)
+    )
+
+
 QUANT_HOOKS.in_domain = _in_domain
 QUANT_HOOKS.output_params = output_params
+QUANT_HOOKS.computes_in_float = _computes_in_float
 
 
 def _users_supported(node, ep) -> bool:
@@ -290,14 +302,24 @@ lowers_quantized(aten.view_copy.default, check=_view_check)(ops_shape._reshape)
 
 def _clamp_check(node, ep) -> bool:
     """A relu or clamp its quantized producer fuses (its result then carries the parameters of
-    the quantize after the clamp)."""
+    the quantize after the clamp), or one between a dequantize and a quantize of the same
+    parameters (a ``qint8`` clamp of its own)."""
     (x,) = node.all_input_nodes
-    if not ops_elementwise._clamp_check(node, ep) or len(x.users) != 1 or x.target not in FUSES_CLAMP:
+    if not ops_elementwise._clamp_check(node, ep):
+        return False
+    if activation_params(x) is not None:
+        return _same_params(node, ep)
+    if len(x.users) != 1 or x.target not in FUSES_CLAMP:
         return False
     return output_params(node, ep) is not None and is_supported(x, ep)
 
 
-lowers_quantized(*CLAMPS, check=_clamp_check)(ops_elementwise._clamp)
+@lowers_quantized(*CLAMPS, check=_clamp_check)
+def _clamp(lw: Lowering, node: torch.fx.Node) -> None:
+    if activation_params(node.args[0]) is not None:
+        ops_elementwise.unary_node(lw, node, "XNNClamp", output_min_max=ops_elementwise._bounds(node))
+    else:
+        ops_elementwise._clamp(lw, node)
 
 
 def _mean_check(node, ep) -> bool:

@@ -10,13 +10,14 @@ import torch
 
 from torchedge.backends.xnnpack.aot.builder import INVALID
 from torchedge.backends.xnnpack.aot.lowering import NCHW, NHWC, TO_NCHW, TO_NHWC, Lowering, lowers, shape
+from torchedge.backends.xnnpack.aot.shapes import any_dims
 
 __all__: list[str] = []
 
 aten = torch.ops.aten
 
 
-@lowers(aten.permute_copy.default)
+@lowers(aten.permute_copy.default, dynamic=any_dims)
 def _permute(lw: Lowering, node: torch.fx.Node) -> None:
     if lw.constant(node) is not None:
         return  # folded: read through `Lowering.get`

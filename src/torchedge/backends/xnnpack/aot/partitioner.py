@@ -1,8 +1,9 @@
 """`XnnpackPartitioner` and `XnnpackBackend`: the AOT half of ExecuTorch's XNNPACK delegate.
 
-The partitioner tags every maximal group of nodes that `lowering.is_supported` accepts (float32,
-static shapes, the operator's own constraints, or a quantized pattern `ops_quantized` lowers
-exactly); everything else stays on portable kernels.
+The partitioner tags every maximal group of nodes that `lowering.is_supported` accepts (float32
+or float16, static shapes or dynamic ones the translation holds for, the operator's own
+constraints, or a quantized pattern `ops_quantized` lowers exactly); everything else stays on
+portable kernels.
 ``XnnpackBackend.preprocess`` lowers one partition to a payload ExecuTorch's runtime loads
 under the same backend id.
 """
@@ -45,7 +46,7 @@ class XnnpackBackend(BackendDetails):
 
 
 class XnnpackPartitioner(Partitioner):
-    """Delegate every maximal group of float32 operators the XNNPACK lowering handles.
+    """Delegate every maximal group of float32 or float16 operators the XNNPACK lowering handles.
 
     Quantized graphs (PT2E's ``quantized_decomposed`` patterns: static int8 per tensor and per
     channel, dynamic int8 activations for linear layers) lower as ExecuTorch lowers them

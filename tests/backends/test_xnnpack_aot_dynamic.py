@@ -1,0 +1,117 @@
+"""torchedge's XNNPACK lowering of programs exported with dynamic dims.
+
+As ExecuTorch writes them, the payload's values carry the upper-bound dims, and ExecuTorch's
+runtime (and torchedge's interpreter) reshape the graph to each call's inputs: the program runs
+at every size in range on both runtimes, like eager, with no more operators left outside
+delegates than ExecuTorch's lowering of the same program (for the transformer block, see
+`test_transformer_block_runs_at_every_sequence_length`).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("executorch.runtime")
+
+import torch.nn as nn  # noqa: E402
+from torch.export import Dim  # noqa: E402
+
+from tests.conftest import executorch_run, torchedge_run  # noqa: E402
+from torchedge.backends.xnnpack.aot import XnnpackPartitioner  # noqa: E402
+from torchedge.backends.xnnpack.header import split_payload  # noqa: E402
+from torchedge.backends.xnnpack.payload_tables import decode_graph  # noqa: E402
+from torchedge.exir import to_edge_transform_and_lower  # noqa: E402
+from torchedge.models import load_model  # noqa: E402
+from torchedge.schema.program import DelegateCall, KernelCall  # noqa: E402
+from torchedge.serialize import deserialize_pte  # noqa: E402
+
+MAX_BATCH, MAX_TOKENS = 6, 12
+
+
+class Block(nn.Module):
+    """A pre-norm attention block: layer norm, qkv projection, two heads, softmax, output
+    projection, residual."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.qkv, self.out = nn.LayerNorm(16), nn.Linear(16, 48), nn.Linear(16, 16)
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(self.norm(x)).view(b, t, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        attended = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, -1) @ v
+        return self.out(attended.transpose(1, 2).reshape(b, t, 16)) + x
+
+
+@functools.cache
+def _programs(name: str):
+    """(model, example input, dynamic dim, torchedge's .pte, ExecuTorch's .pte)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as ETX
+    from executorch.exir import to_edge_transform_and_lower as et_lower
+
+    if name == "block":
+        torch.manual_seed(0)
+        model, inputs, dim = Block().eval(), (torch.randn(1, 5, 16),), 1
+        dynamic = ({1: Dim("tokens", min=1, max=MAX_TOKENS)},)
+    else:
+        model, inputs = load_model(name)
+        dim, dynamic = 0, ({0: Dim("batch", min=1, max=MAX_BATCH)},)
+    exported = torch.export.export(model.eval(), inputs, dynamic_shapes=dynamic)
+    ours = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    exported = torch.export.export(model, inputs, dynamic_shapes=dynamic)
+    theirs = et_lower(exported, partitioner=[ETX()]).to_executorch().buffer
+    return model, inputs[0], dim, ours, theirs
+
+
+def _calls(buffer: bytes) -> collections.Counter:
+    plan = deserialize_pte(buffer).program.execution_plan[0]
+    return collections.Counter(type(i.instr_args) for chain in plan.chains for i in chain.instructions)
+
+
+def _input_dims(buffer: bytes) -> list:
+    pte = deserialize_pte(buffer)
+    found = []
+    for delegate in pte.program.execution_plan[0].delegates:
+        graph = decode_graph(split_payload(pte.delegate_data(delegate))[0])
+        found += [list(graph.xvalues[i].xvalue_union.dims) for i in graph.input_ids]
+    return found
+
+
+def _runs_at_every_size(name: str, sizes) -> None:
+    model, example, dim, ours, _ = _programs(name)
+    for size in sizes:
+        shape = list(example.shape)
+        shape[dim] = size
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(size))
+        with torch.no_grad():
+            want = model(x).numpy()
+        scale = float(np.abs(want).max())
+        for got in (executorch_run(ours, [x.numpy()])[0], torchedge_run(ours, [x.numpy()])[0]):
+            assert got.shape == want.shape, (name, size)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_dynamic_batch_runs_at_every_size(name):
+    _runs_at_every_size(name, range(1, MAX_BATCH + 1))
+    _, example, _, ours, theirs = _programs(name)
+    assert _calls(ours)[DelegateCall] >= 1
+    assert _calls(ours)[KernelCall] <= _calls(theirs)[KernelCall]
+    # The payload's external inputs hold the upper bound.
+    assert [MAX_BATCH, *example.shape[1:]] in _input_dims(ours)
+
+
+def test_transformer_block_runs_at_every_sequence_length():
+    """Every node whose shapes follow its inputs' is delegated (projections, attention's
+    matrix products, softmax, permutes, residual add); views with a dynamic dim stay outside,
+    as in ExecuTorch's lowering (which also keeps the 3-D linear layers whole, where torchedge's
+    views around them stay outside)."""
+    _runs_at_every_size("block", range(1, MAX_TOKENS + 1))
+    _, _, _, ours, _ = _programs("block")
+    dims = _input_dims(ours)
+    assert dims and all(MAX_TOKENS in d for d in dims if len(d) > 1)
