@@ -55,6 +55,18 @@ SPECS: dict[str, dict] = {
         "plot": ["interpreter ms", "portable ms", "ET+XNNPACK ms"],
         "axis": "ms per run (log scale)",
     },
+    "xnnpack_lowering": {
+        "title": "XNNPACK lowering: torchedge's compiler against ExecuTorch's",
+        "about": "Each model lowered to XNNPACK by torchedge's `XnnpackPartitioner` and by ExecuTorch's, each "
+        "compiler in a process of its own (compile seconds, export excluded; peak resident MiB during the "
+        "compile, and in brackets how far above the resident memory before it); operators left outside "
+        "delegates / "
+        "delegates; both programs timed on ExecuTorch's runtime (XNNPACK, one thread; ratio = torchedge's "
+        "program / ExecuTorch's); errors relative to the reference's largest magnitude, on ExecuTorch's "
+        "runtime and on torchedge's (its NumPy interpreter of XNNPACK payloads, both programs).",
+        "plot": ["ET runtime ms (torchedge .pte)", "ET runtime ms (ExecuTorch .pte)"],
+        "axis": "ms per run (log scale)",
+    },
     "quantized": {
         "title": "Quantized models (PT2E int8)",
         "about": "Models quantized with PT2E and `XNNPACKQuantizer` (per-channel weights): torchedge's int8 "
@@ -90,6 +102,17 @@ SPECS: dict[str, dict] = {
         "about": "Every side runs the same loop: the prompt in one call, then one token per call, one thread "
         "everywhere; `eager's tokens` says whether the side produced eager's greedy tokens.",
         "plot": ["prefill tok/s", "decode tok/s"],
+        "axis": "tokens per second (log scale)",
+    },
+    "llm": {
+        "title": "LLM export: float32 and 8da4w, portable and ONNX Runtime",
+        "about": "`torchedge export DIR` of a transformers directory with SmolLM2's shapes (random weights) per "
+        "recipe, each compiled in a process of its own (seconds, peak MB) and run in another (load seconds, "
+        "RSS after load, one generation: prefill and decode tokens/s), one thread everywhere; `of bound` is "
+        "decode over the memory-bandwidth bound (single-thread read bandwidth / bytes of weights per token). "
+        "`te + ORT 8da4w` runs the quantized linears as ONNX Runtime's MatMulNBits. The machine was shared "
+        "with other jobs: compare within one table.",
+        "plot": ["decode tok/s", "prefill tok/s"],
         "axis": "tokens per second (log scale)",
     },
     "serving": {

@@ -157,6 +157,100 @@ def test_quantized_and_delegated_exports_run(llama_dir, tmp_path, capsys, prompt
     assert len(result.tokens) >= 1 and result.tokens[0] == reference[0]
 
 
+@pytest.fixture(scope="module")
+def low_bit_exports(llama_dir, tmp_path_factory):
+    """.pte files of the tiny Llama per (recipe, --qlinear), exported once for the tests below."""
+    out, made = tmp_path_factory.mktemp("low-bit"), {}
+
+    def export(recipe: str, qlinear: str):
+        if (recipe, qlinear) not in made:
+            pte = out / f"{recipe}-{qlinear}.pte"
+            argv = ["export", str(llama_dir), "-o", str(pte), "--max-seq-len", "32", "--recipe", recipe]
+            assert main([*argv, "--qlinear", qlinear]) == 0
+            made[recipe, qlinear] = pte
+        return made[recipe, qlinear]
+
+    return export
+
+
+def _eager_quantized(llama_dir, qlinear: str):
+    from transformers import AutoModelForCausalLM
+
+    from torchedge.cli.recipes import QLINEAR_TO_QUANTIZE, quantize_model
+
+    model = AutoModelForCausalLM.from_pretrained(llama_dir).eval()
+    return quantize_model(model, QLINEAR_TO_QUANTIZE[qlinear], 32)
+
+
+ACTIVATIONS_QUANTIZED = {"8da4w": "4w", "8da8w": "8w"}  # -> the same weights with float activations
+
+
+@pytest.mark.parametrize("qlinear", ["8da4w", "4w", "8da8w", "8w"])
+def test_onnxruntime_low_bit_linears_match_eager_quantized(llama_dir, low_bit_exports, prompt_ids, qlinear):
+    """Every quantized linear runs as ONNX Runtime's MatMulNBits, on any number of tokens per call.
+
+    Weight-only recipes give torchao eager's logits and greedy tokens. With int8 activations,
+    MLAS quantizes each block of a row symmetrically (step: largest magnitude / 127) where torchao
+    quantizes the row asymmetrically (step: range / 255, about half as large): MLAS departs from
+    the float-activation result (the weight-only recipe's) up to about twice as far as torchao,
+    so the logits differ from eager's by up to about three times torchao's own departure; the
+    test allows four (measured on tiny Llamas: about two)."""
+    from torchedge.generation import TextGenerator
+    from torchedge.runtime import Runtime
+
+    pte = low_bit_exports("onnxruntime", qlinear)
+    model = _eager_quantized(llama_dir, qlinear)
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert pte.read_bytes().count(b"MatMulNBits") == linears  # one ONNX node per layer
+    program = Runtime.get().load_program(str(pte))
+    ids = torch.tensor([prompt_ids])
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits.numpy()
+    (logits,) = program.load_method("forward").execute([ids.numpy(), np.arange(ids.shape[1])])
+    if qlinear in ACTIVATIONS_QUANTIZED:
+        with torch.no_grad():
+            float_activations = _eager_quantized(llama_dir, ACTIVATIONS_QUANTIZED[qlinear])(input_ids=ids).logits
+        departure = np.abs(expected - float_activations.numpy()).max()
+        assert 0 < np.abs(logits - expected).max() <= 4 * departure
+        return
+    np.testing.assert_allclose(logits, expected, rtol=0, atol=1e-3)
+    tokens = TextGenerator(program).generate(prompt_ids, NEW_TOKENS).tokens
+    reference, sequence = [], list(prompt_ids)
+    with torch.no_grad():
+        while len(reference) < len(tokens):
+            reference.append(int(model(input_ids=torch.tensor([sequence])).logits[0, -1].argmax()))
+            sequence.append(reference[-1])
+    assert tokens == reference
+
+
+def _count(data: bytes, array: np.ndarray) -> int:
+    return data.count(np.ascontiguousarray(array).tobytes())
+
+
+def test_low_bit_weights_are_packed_and_stored_once(llama_dir, llama_pte, low_bit_exports):
+    """ONNX Runtime's .pte holds each layer's 4-bit weight once, two values a byte (smaller than the
+    portable program, whose int8 bytes hold one each); the portable .pte holds each float matrix once."""
+    from torchedge.backends.onnxruntime.ops_lowbit import pack_weight
+
+    model = _eager_quantized(llama_dir, "8da4w")
+    packed = low_bit_exports("onnxruntime", "8da4w").read_bytes()
+    portable = low_bit_exports("portable", "8da4w").read_bytes()
+    assert len(packed) < len(portable)
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert layers
+    for layer in layers:
+        w = layer.weight
+        weight, scales, _, _ = pack_weight(w.qdata.numpy(), w.scale.numpy(), w.zero_point.numpy(), 4, 32)
+        assert (_count(packed, weight), _count(packed, scales)) == (1, 1)
+    from transformers import AutoModelForCausalLM
+
+    data = llama_pte.read_bytes()
+    for name, parameter in AutoModelForCausalLM.from_pretrained(llama_dir).named_parameters():
+        if parameter.dim() == 2:  # a linear layer's weight may be stored transposed
+            matrix = parameter.detach().numpy()
+            assert _count(data, matrix) + _count(data, matrix.T) == 1, name
+
+
 def _plain(tmp_path, tokenizer, make_model, expected_shape):
     from torchedge.runtime import Runtime
 
@@ -218,7 +312,6 @@ def test_an_unsupported_architecture_is_a_one_line_error(tmp_path, capsys):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--qlinear", "4w"], "--qlinear 4w: torchedge has no such recipe yet; use one of 8da4w, 8da8w, 8w"),
         (["--recipe", "xnnpack", "--backend", "onnxruntime"], "give one of the two"),
         (["--qlinear", "8w", "--quantize", "8da4w"], "give one of the two"),
     ],

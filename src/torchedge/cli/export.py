@@ -9,7 +9,14 @@ import os
 from torchedge.cli.eager import first_line, user_code
 from torchedge.cli.models import default_output, load_any_model
 from torchedge.cli.output import stage
-from torchedge.cli.recipes import QLINEAR_TO_QUANTIZE, ExportSettings, cast_model, partitioners, quantize_model
+from torchedge.cli.recipes import (
+    QLINEAR_TO_QUANTIZE,
+    ExportSettings,
+    cast_model,
+    lower_quantized_linears,
+    partitioners,
+    quantize_model,
+)
 from torchedge.errors import ExportError, TorchEdgeError
 
 __all__ = ["compile_model", "cmd_export"]
@@ -47,6 +54,7 @@ def _prepared_model(model_name: str, dynamic: list, settings: ExportSettings):
         stage(f"quantizing ({settings.quantize})")
         with user_code("the model"):
             model = quantize_model(model, settings.quantize, settings.group_size)
+        lower_quantized_linears(model, settings.backend)
     return model, inputs
 
 
@@ -88,9 +96,6 @@ def _settings(args) -> ExportSettings:
     qlinear = getattr(args, "qlinear", None)
     if qlinear:  # optimum-executorch's name for the quantization recipe
         mapped = QLINEAR_TO_QUANTIZE[qlinear]
-        if mapped is None:
-            available = ", ".join(k for k, v in QLINEAR_TO_QUANTIZE.items() if v)
-            raise ExportError(f"--qlinear {qlinear}: torchedge has no such recipe yet; use one of {available}")
         if quantize not in (None, mapped):
             raise TorchEdgeError(f"--qlinear {qlinear} and --quantize {quantize}: give one of the two")
         quantize = mapped
@@ -242,6 +247,9 @@ def _compile_directory_lm(directory, dynamic, settings: ExportSettings):
     if settings.quantize:
         stage(f"quantizing ({settings.quantize})")
         model = quantize_model(model, settings.quantize, settings.group_size)
+        lowered = lower_quantized_linears(model, settings.backend)
+        if lowered:
+            stage(f"{lowered} quantized linear layers as ONNX Runtime MatMulNBits (packed weights)")
     stage(f"exporting with a static KV cache of {max_cache_len} positions")
     try:
         exported = export_causal_lm(model, max_cache_len)

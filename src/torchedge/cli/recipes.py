@@ -18,6 +18,7 @@ __all__ = [
     "QUANTIZE_RECIPES",
     "ExportSettings",
     "cast_model",
+    "lower_quantized_linears",
     "partitioners",
     "quantize_model",
 ]
@@ -36,19 +37,21 @@ QUANTIZE_RECIPES = {
     "at run time (torchao), for every nn.Linear",
     "int8-weight": "int8 weights per output channel, activations left in floating point (torchao "
     "IntxWeightOnlyConfig), for every nn.Linear",
+    "int4-weight": "int4 weights in groups of --group-size input features, activations left in floating point "
+    "(torchao IntxWeightOnlyConfig), for every nn.Linear",
 }
-# optimum-executorch's --qlinear names -> the --quantize recipe (None: none in torchedge yet)
-QLINEAR_TO_QUANTIZE: dict[str, str | None] = {
+# optimum-executorch's --qlinear names -> the --quantize recipe
+QLINEAR_TO_QUANTIZE: dict[str, str] = {
     "8da4w": "8da4w",
     "8da8w": "int8-dynamic",
     "8w": "int8-weight",
-    "4w": None,
+    "4w": "int4-weight",
 }
 QLINEAR_RECIPES = {
     "8da4w": "int4 weights in groups, int8 dynamic activations (--quantize 8da4w)",
     "8da8w": "int8 weights per channel, int8 dynamic activations (--quantize int8-dynamic)",
     "8w": "int8 weights per channel, float activations (--quantize int8-weight)",
-    "4w": "int4 weight-only: not available in torchedge yet (an error)",
+    "4w": "int4 weights in groups, float activations (--quantize int4-weight)",
 }
 
 
@@ -99,17 +102,27 @@ def quantize_model(model, recipe: str, group_size: int):
     linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
     if not linears:
         raise ExportError(f"--quantize {recipe}: the model has no nn.Linear layer, which the recipe quantizes")
-    if recipe == "8da4w":
+    if recipe in ("8da4w", "int4-weight"):
         for name, layer in linears:
             if layer.in_features % group_size:
                 raise ExportError(
-                    f"--quantize 8da4w: layer '{name}' has {layer.in_features} input features, which groups "
+                    f"--quantize {recipe}: layer '{name}' has {layer.in_features} input features, which groups "
                     f"of --group-size {group_size} do not divide; pick a divisor of every layer's input features"
                 )
     from torchao.quantization.quant_api import quantize_
 
     quantize_(model.eval(), _config(recipe, group_size))
     return model
+
+
+def lower_quantized_linears(model, backend: str) -> int:
+    """For ``backend`` onnxruntime, the quantized linear layers as ``torchedge_lowbit::linear``
+    calls (ONNX Runtime's MatMulNBits on the packed weight); how many. Other backends keep torchao's form."""
+    if backend != "onnxruntime":
+        return 0
+    from torchedge.backends.onnxruntime.lowbit import use_lowbit_linears
+
+    return use_lowbit_linears(model)
 
 
 def _config(recipe: str, group_size: int):
@@ -124,4 +137,7 @@ def _config(recipe: str, group_size: int):
         return Int8DynamicActivationIntxWeightConfig(weight_dtype=int4, weight_granularity=PerGroup(group_size))
     if recipe == "int8-weight":
         return IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0))
+    if recipe == "int4-weight":
+        int4 = torch.int4  # type: ignore[attr-defined]
+        return IntxWeightOnlyConfig(weight_dtype=int4, granularity=PerGroup(group_size))
     raise ExportError(f"--quantize {recipe}: unknown recipe; choose from {', '.join(QUANTIZE_RECIPES)}")

@@ -48,8 +48,9 @@ def numpy_dtype(dtype: torch.dtype) -> np.dtype:
 
 
 def value_info(name: str, val: torch.Tensor) -> onnx.ValueInfoProto:
-    """A graph input or output typed like the (fake) tensor ``val``."""
-    return helper.make_tensor_value_info(name, tensor_type(val.dtype), [int(s) for s in val.shape])
+    """A graph input or output typed like the (fake) tensor ``val``; a symbolic size is a named dimension."""
+    dims = [int(s) if isinstance(s, int) else str(s) for s in val.shape]
+    return helper.make_tensor_value_info(name, tensor_type(val.dtype), dims)
 
 
 class GraphBuilder:
@@ -100,6 +101,13 @@ class GraphBuilder:
         self.initializers.append(numpy_helper.from_array(array, name))
         self._arrays[name] = array
         return name
+
+    def constant_array(self, node: torch.fx.Node) -> np.ndarray:
+        """The value of a constant the graph binds ``node`` to (a parameter, buffer or lifted constant)."""
+        name = self._values.get(node)
+        if not isinstance(name, str) or name not in self._arrays:
+            raise ExportError(f"{node.name} is not one of the lowered graph's constants")
+        return self._arrays[name]
 
     def int64s(self, values) -> str:
         """A 1-D int64 constant (shapes, axes, pads)."""

@@ -27,6 +27,7 @@ from torchedge.backends.onnxruntime import (  # noqa: F401  (translations regist
     ops_creation,
     ops_elementwise,
     ops_index,
+    ops_lowbit,
     ops_nn,
     ops_quantized,
     ops_reduce,
@@ -48,6 +49,17 @@ def _is_static_tensor(val) -> bool:
     return isinstance(val, torch.Tensor) and val.dtype in ONNX_DTYPES and all(isinstance(s, int) for s in val.shape)
 
 
+def _has_static_rows(val) -> bool:
+    """A tensor whose last dimension is static (the others may be symbolic)."""
+    return (
+        isinstance(val, torch.Tensor)
+        and val.dtype in ONNX_DTYPES
+        and val.dim() > 0
+        and isinstance(val.shape[-1], int)
+        and all(isinstance(s, (int, torch.SymInt)) for s in val.shape)
+    )
+
+
 def _tensor_values(node: torch.fx.Node) -> list:
     """The meta values of a node's outputs and of its tensor inputs."""
     own = node.meta.get("val")
@@ -67,7 +79,10 @@ def is_supported(node: torch.fx.Node) -> bool:
             and is_supported(source)
         )
     lowering = lowering_for(node.target)
-    if lowering is None or not all(_is_static_tensor(v) for v in _tensor_values(node)):
+    if lowering is None:
+        return False
+    static = _has_static_rows if lowering.dynamic_rows else _is_static_tensor
+    if not all(static(v) for v in _tensor_values(node)):
         return False
     return lowering.accepts(NodeArgs(node))
 
@@ -106,9 +121,10 @@ def _constant_array(name: str, value) -> np.ndarray:
 
 def _io_value(node, role: str) -> torch.Tensor:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-    if not isinstance(val, torch.Tensor) or not _is_static_tensor(val):
+    if not isinstance(val, torch.Tensor) or not (_is_static_tensor(val) or _has_static_rows(val)):
         raise ExportError(
-            f"{role} {node!r} of the lowered graph must be a tensor with a static shape and an ONNX dtype, got {val!r}"
+            f"{role} {node!r} of the lowered graph must be a tensor with a static last dimension and an "
+            f"ONNX dtype, got {val!r}"
         )
     return val
 
@@ -150,8 +166,13 @@ def lower_graph(
         g.output(g.value(node), info.name)
     graph = helper.make_graph(g.nodes, "torchedge", input_infos, output_infos, initializer=g.used_initializers())
     opsets = [helper.make_opsetid("", opset)]
+    if any(node.domain == ops_lowbit.MICROSOFT for node in g.nodes):
+        opsets.append(helper.make_opsetid(ops_lowbit.MICROSOFT, 1))
     return helper.make_model(
-        graph, opset_imports=opsets, producer_name="torchedge", ir_version=helper.find_min_ir_version_for(opsets)
+        graph,
+        opset_imports=opsets,
+        producer_name="torchedge",
+        ir_version=helper.find_min_ir_version_for(opsets, ignore_unknown=True),
     )
 
 

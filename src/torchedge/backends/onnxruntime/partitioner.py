@@ -6,6 +6,7 @@ from torch.export import ExportedProgram
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
+from torchedge.backends.onnxruntime.payload import write_payload
 from torchedge.exir.backend import (
     BackendDetails,
     CompileSpec,
@@ -21,11 +22,12 @@ __all__ = ["OnnxRuntimePartitioner", "OnnxRuntimeBackend"]
 
 
 class OnnxRuntimeBackend(BackendDetails):
-    """Lowers a partition to an ONNX model with torchedge's own lowering (not torch.onnx)."""
+    """Lowers a partition to an ONNX model with torchedge's own lowering (not torch.onnx), its large
+    weights stored after the model for the runtime to map (`payload`)."""
 
     @staticmethod
     def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        return PreprocessResult(processed_bytes=lower_exported_program(edge_program).SerializeToString())
+        return PreprocessResult(processed_bytes=write_payload(lower_exported_program(edge_program)))
 
 
 class OnnxRuntimePartitioner(Partitioner):

@@ -89,6 +89,7 @@ class Lowering:
     dtypes: frozenset  # dtypes ONNX Runtime's CPU kernel accepts for ...
     dtype_of: Callable[[NodeArgs], torch.dtype]  # ... the dtype this picks from the node
     check: Callable[[NodeArgs], bool] | None
+    dynamic_rows: bool = False  # tensors may have symbolic sizes in all but their last dimension
 
     def accepts(self, a: NodeArgs) -> bool:
         return self.dtype_of(a) in self.dtypes and (self.check is None or bool(self.check(a)))
@@ -102,14 +103,16 @@ def lowers(
     dtypes: frozenset = ANY,
     dtype_of: Callable[[NodeArgs], torch.dtype] = output_dtype,
     check: Callable[[NodeArgs], bool] | None = None,
+    dynamic_rows: bool = False,
 ):
-    """Register the decorated function as the translation of ``ops``."""
+    """Register the decorated function as the translation of ``ops``; with ``dynamic_rows`` its
+    tensors may have symbolic sizes except in the last dimension (the translation must not read them)."""
 
     def register(translate):
         for op in ops:
             if op in _LOWERINGS:
                 raise InternalError(f"two ONNX lowerings registered for {op}")
-            _LOWERINGS[op] = Lowering(translate, frozenset(dtypes), dtype_of, check)
+            _LOWERINGS[op] = Lowering(translate, frozenset(dtypes), dtype_of, check, dynamic_rows)
         return translate
 
     return register

@@ -24,6 +24,7 @@ from operator import is_
 import numpy as np
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, session_threads
+from torchedge.backends.onnxruntime.payload import read_payload
 from torchedge.errors import InvalidProgramError, KernelError
 from torchedge.runtime.backend import RUNTIME_PROFILING, BackendInterface, register_backend
 
@@ -46,8 +47,8 @@ _ORT_DTYPES = {
 
 
 def _signature(args) -> list[tuple[str, str | None, list]]:
-    """(name, dtype name or None, sizes with None for symbolic dims) of a session's inputs or outputs."""
-    return [(a.name, _ORT_DTYPES.get(a.type), [d if isinstance(d, int) else None for d in a.shape]) for a in args]
+    """(name, dtype name or None, sizes: an int, or a symbolic dimension's name) of a session's inputs or outputs."""
+    return [(a.name, _ORT_DTYPES.get(a.type), [d if isinstance(d, int) else str(d) for d in a.shape]) for a in args]
 
 
 def _check_arguments(signature, args, role: str) -> None:
@@ -58,8 +59,8 @@ def _check_arguments(signature, args, role: str) -> None:
             raise KernelError(f"{where}: expected a tensor, found {type(array).__name__}")
         if dtype is not None and array.dtype.name != dtype:
             raise KernelError(f"{where}: expected dtype {dtype}, found {array.dtype}")
-        if len(sizes) != array.ndim or any(s is not None and s != n for s, n in zip(sizes, array.shape)):
-            expected = ["?" if s is None else s for s in sizes]
+        if len(sizes) != array.ndim or any(isinstance(s, int) and s != n for s, n in zip(sizes, array.shape)):
+            expected = [s if isinstance(s, int) else "?" for s in sizes]
             raise KernelError(f"{where}: expected shape {expected}, found {list(array.shape)}")
 
 
@@ -72,6 +73,8 @@ class _Session:
     bound_to: tuple = ()  # the arrays the binding currently points at (kept alive, compared by identity)
     signature: tuple = ()  # (inputs, outputs) as `_signature` describes them
     profiling: bool = False  # ONNX Runtime's profiler is on (the program is traced)
+    symbolic_outputs: bool = False  # some output size is a symbolic dimension (set from the inputs' sizes)
+    weights: list = field(default_factory=list)  # OrtValues over the payload's bytes (ONNX Runtime does not own them)
     run: object = field(init=False)  # runs the session on the binding
 
     def __post_init__(self):
@@ -139,7 +142,11 @@ class OnnxRuntimeDelegate(BackendInterface):
             session_name = f"torchedge_ort_{os.getpid()}_{next(_PROFILED_SESSIONS)}"
             options.profile_file_prefix = os.path.join(tempfile.gettempdir(), session_name)
         try:
-            session = ort.InferenceSession(bytes(processed), options, providers=["CPUExecutionProvider"])
+            model, arrays = read_payload(processed)
+            weights = [ort.OrtValue.ortvalue_from_numpy(array) for _, array in arrays]
+            if weights:  # arrays over the (mapped) payload: no copy of the weights
+                options.add_external_initializers([name for name, _ in arrays], weights)
+            session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
             return _Session(
                 session,
                 [i.name for i in session.get_inputs()],
@@ -147,31 +154,40 @@ class OnnxRuntimeDelegate(BackendInterface):
                 session.io_binding(),
                 signature=(_signature(session.get_inputs()), _signature(session.get_outputs())),
                 profiling=profiling,
+                symbolic_outputs=any(not isinstance(d, int) for o in _signature(session.get_outputs()) for d in o[2]),
+                weights=weights,
             )
+        except InvalidProgramError:
+            raise
         except Exception as e:  # ONNX Runtime's own types (InvalidProtobuf, Fail...) and decoding errors
             raise InvalidProgramError(
                 f"{BACKEND_ID}: expected a valid ONNX model in the delegate's {len(processed)} bytes, "
                 f"ONNX Runtime refused it: {type(e).__name__}: {e}"
             ) from e
 
-    def execute(self, handle: _Session, args) -> None:
+    def execute(self, handle: _Session, args) -> dict[int, np.ndarray] | None:
         """Run on our arrays in place: ONNX Runtime reads the inputs and writes the planned outputs.
 
         Planned buffers keep their addresses from run to run, so the binding is
-        made once and reused until an argument moves.
+        made once and reused until an argument moves. An output with a symbolic size whose
+        argument has another shape this run is written to a new array, returned by position.
         """
         n = len(handle.inputs)
         if len(args) != n + len(handle.outputs):
             raise KernelError(
                 f"{BACKEND_ID}: expected {n} inputs and {len(handle.outputs)} outputs, got {len(args)} values"
             )
+        resized = _resized_outputs(handle, args, n) if handle.symbolic_outputs else None
+        if resized:
+            args = [resized.get(i, a) for i, a in enumerate(args)]
         bound = handle.bound_to
-        if len(bound) == len(args) and all(map(is_, args, bound)):
+        if not resized and len(bound) == len(args) and all(map(is_, args, bound)):
             handle.run()
-            return
+            return None
         self._bind_and_run(handle, args, n)
         # Only arrays bound in place can be reused; a staged (non-contiguous) output needs its copy-back.
-        handle.bound_to = tuple(args) if all(a.flags.c_contiguous for a in args) else ()
+        handle.bound_to = tuple(args) if not resized and all(a.flags.c_contiguous for a in args) else ()
+        return resized
 
     def profile(self, handle: _Session) -> list[list[tuple[str, int, int]]]:
         """Each run's node timings from ONNX Runtime's profiler (which this stops): per ``model_run``
@@ -199,11 +215,14 @@ class OnnxRuntimeDelegate(BackendInterface):
     def describe(self, processed) -> list[str]:
         """Nodes by operator type, inputs, outputs and weights of the payload's ONNX graph (read
         from its protobuf encoding: no onnx package, no session); subgraphs of If/Loop not counted."""
-        graph = _onnx_graph(memoryview(processed).cast("B"))
+        model, arrays = read_payload(processed)
+        graph = _onnx_graph(memoryview(model))
         kinds = Counter(graph.op_types)
+        mapped = sum(array.nbytes for _, array in arrays)
         lines = [
             f"ONNX graph: {len(graph.op_types)} nodes, {graph.inputs} input(s), {graph.outputs} output(s)",
-            f"weights: {graph.initializers} initializer(s), {graph.initializer_bytes:,} bytes in the payload",
+            f"weights: {graph.initializers} initializer(s), {graph.initializer_bytes + mapped:,} bytes in the payload"
+            f" ({len(arrays)} mapped at load, {mapped:,} bytes)",
         ]
         return lines + [f"{count:5d} x {kind}" for kind, count in kinds.most_common()]
 
@@ -226,6 +245,24 @@ class OnnxRuntimeDelegate(BackendInterface):
         handle.run()
         for out, target in staged:
             np.copyto(out, target)
+
+
+def _resized_outputs(handle: _Session, args, n: int) -> dict[int, np.ndarray]:
+    """New arrays for the outputs whose shape this run (symbolic sizes taken from the inputs')
+    differs from their argument's, by argument position."""
+    inputs, outputs = handle.signature
+    sizes: dict[str, int] = {}
+    for (_, _, dims), array in zip(inputs, args[:n]):
+        if len(dims) == getattr(array, "ndim", -1):
+            sizes.update((d, s) for d, s in zip(dims, array.shape) if not isinstance(d, int))
+    resized = {}
+    for position, ((name, dtype, dims), out) in enumerate(zip(outputs, args[n:]), start=n):
+        if any(not isinstance(d, int) and d not in sizes for d in dims):
+            raise KernelError(f"{BACKEND_ID}: output '{name}' has a size no input of the delegate sets")
+        shape = tuple(sizes[d] if isinstance(d, str) else d for d in dims)
+        if tuple(out.shape) != shape:
+            resized[position] = np.empty(shape, dtype or out.dtype)
+    return resized
 
 
 @dataclass

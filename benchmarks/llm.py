@@ -1,0 +1,257 @@
+"""An LLM exported the way users ship them: `torchedge export DIR` of a transformers directory,
+float32 and 8da4w, portable and ONNX Runtime, against eager and (with --executorch) ExecuTorch + XNNPACK.
+
+Usage: python benchmarks/llm.py [--model smollm2-135m|smollm2-360m] [--prompt 16] [--new 32]
+                                [--max-seq-len 128] [--executorch] [--json PATH]
+
+The model has SmolLM2's shapes and random weights (built from a LlamaConfig, saved with
+``save_pretrained``). Each side compiles in a process of its own (compile time and peak memory
+are that process's) and runs in another (load time, RSS after load, then one generation from the
+prompt: prefill and decode tokens/s), one thread everywhere. Decode is also given as a fraction
+of the memory-bandwidth bound: single-thread read bandwidth (a NumPy sum over 1 GB) divided by
+the bytes of weights one token reads. ExecuTorch's side (torchao 8da4w, then ExecuTorch's
+``to_edge_transform_and_lower`` with its ``XnnpackPartitioner``) takes about ten minutes to
+compile at 135M, so it runs only with --executorch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402,F401  (pins native thread pools to one thread)
+import numpy as np  # noqa: E402
+
+SHAPES = {  # LlamaConfig sizes of SmolLM2
+    "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9),
+    "smollm2-360m": dict(hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4),  # a smoke run
+}
+KV_HEADS = {"smollm2-135m": 3, "smollm2-360m": 5, "tiny": 2}
+GROUP_SIZE = 32
+# side -> (recipe, --qlinear); "eager" and "ET + XNNPACK 8da4w" are not torchedge exports
+TORCHEDGE_SIDES = {
+    "te portable f32": ("portable", None),
+    "te + ORT f32": ("onnxruntime", None),
+    "te portable 8da4w": ("portable", "8da4w"),
+    "te + ORT 8da4w": ("onnxruntime", "8da4w"),
+}
+ET_SIDE = "ET + XNNPACK 8da4w"
+_CLI = "import sys; from torchedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
+_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def write_model(name: str, directory: Path) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        **SHAPES[name],
+        num_key_value_heads=KV_HEADS[name],
+        vocab_size=49152,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).eval().save_pretrained(directory)
+
+
+def _child(args: list[str]) -> tuple[float, float, str]:
+    """(seconds, peak RSS in MB, stdout) of a Python child process."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        start = time.perf_counter()
+        child = subprocess.Popen([sys.executable, *args], env=_ENV, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode:
+            raise RuntimeError(f"{' '.join(args[:3])} failed: {err.read().strip().splitlines()[-1:]}")
+        return seconds, usage.ru_maxrss / 1024, out.read()
+
+
+def compile_side(side: str, directory: Path, out: Path, max_seq_len: int) -> tuple[float, float]:
+    if side == ET_SIDE:
+        args = [__file__, "--compile-executorch", str(directory), str(out), str(max_seq_len)]
+    else:
+        recipe, qlinear = TORCHEDGE_SIDES[side]
+        args = ["-c", _CLI, "export", str(directory), "-o", str(out), "--recipe", recipe]
+        args += ["--max-seq-len", str(max_seq_len)] + (["--qlinear", qlinear] if qlinear else [])
+    seconds, peak, _ = _child(args)
+    return seconds, peak
+
+
+def compile_executorch(directory: str, out: str, max_seq_len: int) -> None:
+    """torchao 8da4w, then ExecuTorch's own lowering with its XnnpackPartitioner (one dynamic forward)."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from torchedge.cli.recipes import quantize_model
+    from torchedge.models.causal_lm import export_causal_lm
+    from torchedge.models.hf_directory import load_causal_lm, read_directory
+
+    torch.set_num_threads(1)
+    model, cache = load_causal_lm(read_directory(directory), "float32", max_seq_len)
+    exported = export_causal_lm(quantize_model(model, "8da4w", GROUP_SIZE), cache)
+    edge = to_edge_transform_and_lower(
+        exported.programs, partitioner=[XnnpackPartitioner()], constant_methods=exported.constant_methods
+    )
+    Path(out).write_bytes(edge.to_executorch().buffer)
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _generator(kind: str, path: str, max_seq_len: int):
+    if kind == "te":
+        from torchedge.generation import TextGenerator
+        from torchedge.runtime import Runtime
+
+        return TextGenerator(Runtime.get().load_program(path))
+    from generation import EagerProgram, ExecuTorchProgram
+    from torchedge.generation import TextGenerator
+
+    if kind == "et":
+        return TextGenerator(ExecuTorchProgram(Path(path).read_bytes(), max_seq_len))
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    model.generation_config.cache_implementation = "static"
+    wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=max_seq_len)
+    return TextGenerator(EagerProgram(wrapper.model, max_seq_len))
+
+
+def measure(kind: str, path: str, max_seq_len: int, prompt: int, new: int) -> None:
+    """Load (time, RSS), warm up, generate once; prints a JSON line."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        start = time.perf_counter()
+        generator = _generator(kind, path, max_seq_len)
+        load = time.perf_counter() - start
+        rss = _rss_mb()
+        ids = list(range(3, 3 + prompt))
+        generator.generate(ids, 2)  # first calls page the weights in
+        result = generator.generate(ids, new)
+    record = dict(
+        load=load,
+        rss=rss,
+        prefill=result.prefill_tokens_per_second,
+        decode=result.decode_tokens_per_second,
+        tokens=result.tokens,
+    )
+    print(json.dumps(record))
+
+
+def bandwidth_gb_s() -> float:
+    """Single-thread read bandwidth: the best of five NumPy sums over 1 GB."""
+    data = np.ones(1 << 28, np.float32)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        data.sum()
+        best = min(best, time.perf_counter() - start)
+    return data.nbytes / best / 1e9
+
+
+def weight_bytes(name: str, side: str) -> float:
+    """Bytes of weights one decoded token reads: the linear layers and the LM head (one embedding
+    row is negligible): float32, 4-bit packed two a byte or one a byte (portable), plus group scales."""
+    s = SHAPES[name]
+    h, m, layers = s["hidden_size"], s["intermediate_size"], s["num_hidden_layers"]
+    kv = h // s["num_attention_heads"] * KV_HEADS[name]
+    params = layers * (2 * h * h + 2 * h * kv + 3 * h * m) + 49152 * h
+    if "8da4w" not in side:
+        return 4.0 * params
+    per_weight = 1.0 if "portable" in side else 0.5
+    return params * (per_weight + 5.0 / GROUP_SIZE)  # a float32 scale and an int8 zero point per group
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=sorted(SHAPES), default="smollm2-135m")
+    parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
+    parser.add_argument("--new", type=int, default=32, help="new tokens")
+    parser.add_argument("--max-seq-len", type=int, default=128, help="KV-cache positions")
+    parser.add_argument("--executorch", action="store_true", help=f"also compile and run '{ET_SIDE}' (~10 min)")
+    parser.add_argument("--compile-executorch", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
+    _common.add_json_option(parser)
+    args = parser.parse_args(argv)
+    if args.compile_executorch:
+        compile_executorch(args.compile_executorch[0], args.compile_executorch[1], int(args.compile_executorch[2]))
+        return 0
+    if args.measure:
+        kind, path, _ = args.measure
+        measure(kind, path, args.max_seq_len, args.prompt, args.new)
+        return 0
+    bandwidth = bandwidth_gb_s()
+    print(f"single-thread read bandwidth: {bandwidth:.1f} GB/s", flush=True)
+    rows, tokens = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / args.model
+        write_model(args.model, directory)
+        sides = [*TORCHEDGE_SIDES, ET_SIDE] if args.executorch else list(TORCHEDGE_SIDES)
+        for side in [*sides, "eager f32"]:
+            pte = Path(tmp) / f"{side.replace(' ', '_').replace('+', '')}.pte"
+            try:
+                compiled = (float("nan"), float("nan"))
+                if side != "eager f32":
+                    compiled = compile_side(side, directory, pte, args.max_seq_len)
+                    print(f"  {side}: compiled in {compiled[0]:.0f} s", flush=True)
+                kind, path = ("eager", directory) if side == "eager f32" else ("et" if side == ET_SIDE else "te", pte)
+                flags = ["--max-seq-len", str(args.max_seq_len), "--prompt", str(args.prompt), "--new", str(args.new)]
+                _, _, out = _child([__file__, "--measure", kind, str(path), "-", *flags])
+            except RuntimeError as e:  # report a side that cannot run instead of stopping the run
+                print(f"  {side}: {e}", flush=True)
+                continue
+            run = json.loads(out.strip().splitlines()[-1])
+            tokens[side] = run["tokens"]
+            bound = bandwidth * 1e9 / weight_bytes(args.model, side)
+            size = pte.stat().st_size / 1e6 if pte.exists() else float("nan")
+            rows.append(
+                [
+                    side,
+                    *(f"{v:.0f}" if v == v else "-" for v in (*compiled, size)),  # NaN: not compiled
+                    f"{run['load']:.2f}",
+                    f"{run['rss']:.0f}",
+                    f"{run['prefill']:.1f}",
+                    f"{run['decode']:.1f}",
+                    f"{run['decode'] / bound:.2f}",
+                ]
+            )
+            print(f"  {side}: decode {run['decode']:.1f} tokens/s", flush=True)
+    for row in rows:
+        reference = "eager f32" if "f32" in row[0] else "te portable 8da4w"
+        row.append("yes" if tokens.get(row[0]) == tokens.get(reference) else "no")
+    headers = ["side", "compile s", "compile peak MB", ".pte MB", "load s", "RSS MB", "prefill tok/s"]
+    headers += ["decode tok/s", "of bound", "same tokens"]
+    print(f"\n{args.model}, prompt {args.prompt}, {args.new} new tokens, cache {args.max_seq_len}, one thread")
+    _common.report(headers, rows, args.json)
+    decode = {row[0]: float(row[7]) for row in rows}
+    for base in ("te + ORT f32", "te portable f32", ET_SIDE, "eager f32"):
+        if "te + ORT 8da4w" in decode and base in decode:
+            print(f"decode, te + ORT 8da4w / {base}: {decode['te + ORT 8da4w'] / decode[base]:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
