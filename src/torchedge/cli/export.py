@@ -8,8 +8,10 @@ import os
 
 from torchedge.cli.eager import first_line, user_code
 from torchedge.cli.models import default_output, load_any_model
+from torchedge.cli.options import positive_int
 from torchedge.cli.output import stage
 from torchedge.cli.recipes import (
+    QEMBEDDING_SCHEMES,
     QLINEAR_TO_QUANTIZE,
     ExportSettings,
     cast_model,
@@ -19,37 +21,29 @@ from torchedge.cli.recipes import (
 )
 from torchedge.errors import ExportError, TorchEdgeError
 
-__all__ = ["compile_model", "cmd_export"]
+__all__ = ["add_directory_options", "compile_model", "cmd_export"]
 
 
-def _check_dynamic(dynamic: list, inputs: list) -> None:
-    """Every ``--dynamic`` names an input the model takes and a dimension that input has."""
-    for d in dynamic:
-        spec = f"--dynamic {d.input}:{d.dim}:{d.min}:{d.max}"
-        if d.input >= len(inputs):
-            raise ExportError(f"{spec}: no input {d.input}, the model takes {len(inputs)} input(s)")
-        shape = getattr(inputs[d.input], "shape", None)
-        if shape is None:
-            raise ExportError(f"{spec}: input {d.input} is a {type(inputs[d.input]).__name__}, not a tensor")
-        if d.dim >= len(shape):
-            raise ExportError(
-                f"{spec}: input {d.input} has {len(shape)} dimension(s) (shape {list(shape)}), no dimension {d.dim}"
-            )
+def add_directory_options(p) -> None:
+    """The options of a model directory's export beyond optimum-executorch's linear ones."""
+    qembedding = "; ".join(f"{name}: {what}" for name, what in QEMBEDDING_SCHEMES.items())
+    p.add_argument(
+        "--qembedding",
+        metavar="SCHEME",
+        choices=list(QEMBEDDING_SCHEMES),
+        help=f"a model directory: quantize the input embedding ({qembedding}); a head tied to it stays float",
+    )
+    p.add_argument("--qembedding-group-size", type=positive_int, help="with --qembedding 4w: columns per group")
+    p.add_argument("--quiet", action="store_true", help="a model directory: no progress bar (the stage lines stay)")
 
 
 def _prepared_model(model_name: str, dynamic: list, settings: ExportSettings):
     """The model and example inputs, cast to the dtype and quantized as ``settings`` say."""
+    from torchedge.models.example_inputs import dynamic_example
+
     stage(f"building model '{model_name}'")
     model, inputs = load_any_model(model_name, max_seq_len=settings.max_seq_len)
-    inputs = list(inputs)
-    _check_dynamic(dynamic, inputs)
-    from torchedge.devtools.dynamic_inputs import resize_along
-
-    for d in dynamic:  # export traces one size in range; torch.export specialises sizes 0 and 1
-        example = inputs[d.input].shape[d.dim]
-        if not max(d.min, 2) <= example <= d.max:
-            inputs[d.input] = resize_along(inputs[d.input], d.dim, min(max(d.min, 2), d.max))
-    model, inputs = cast_model(model, tuple(inputs), settings.dtype)
+    model, inputs = cast_model(model, dynamic_example(dynamic, inputs), settings.dtype)
     if settings.quantize:
         stage(f"quantizing ({settings.quantize})")
         with user_code("the model"):
@@ -114,6 +108,8 @@ def cmd_export(args) -> int:
     settings = _settings(args)
     if os.path.isdir(args.model):
         return _export_directory(args, settings)
+    if getattr(args, "qembedding", None):
+        raise TorchEdgeError(f"--qembedding applies to a model directory, not to '{args.model}'")
     if args.model.endswith("-kv"):
         return _export_kv_cache_model(args, settings)
     if settings.max_seq_len:
@@ -206,76 +202,22 @@ def _refuse_for_kv_cache_model(name: str, dynamic, settings: ExportSettings) -> 
 
 
 def _export_directory(args, settings: ExportSettings) -> int:
-    """A local transformers model directory: the task from its config; the tokenizer beside the .pte."""
-    from torchedge.models.hf_directory import read_directory, write_tokenizer
+    """A local transformers model directory (`torchedge.models.export_pretrained`): the task from its
+    config; the tokenizer beside the .pte."""
+    from torchedge.models.pretrained import export_directory
+    from torchedge.models.progress import Progress
 
-    stage(f"reading '{args.model}'")
-    directory = read_directory(args.model)
-    out = args.output or default_output(args.model)
-    if directory.task == "text-generation":
-        program = _compile_directory_lm(directory, args.dynamic, settings)
-    else:
-        stage(f"{directory.architecture}: {directory.task}, exported as forward(input_ids, attention_mask)")
-        _, _, program = compile_model(args.model, args.dynamic, settings)
-    program.save(out)
-    tokenizer = f"{os.path.splitext(out)[0]}.tokenizer.json"
-    how = write_tokenizer(directory.path, tokenizer)
-    written = f" and {tokenizer} ({how} from the directory)" if how else f"; '{args.model}' has no tokenizer to write"
-    print(f"wrote {out} ({len(program.buffer):,} bytes{_delegated(program, settings.backend)}){written}")
-    return 0
-
-
-def _compile_directory_lm(directory, dynamic, settings: ExportSettings):
-    """A decoder-only LM of a directory: one ``forward(input_ids [1, T], cache_position [T])``, T dynamic,
-    over a static cache, and ExecuTorch's LLM metadata methods, as ExecuTorch's own LLM export writes.
-
-    No one-token ``decode`` method beside it (the built-in *-kv models have one): ExecuTorch's
-    ``TextLLMRunner`` runs ``decode`` when a program has it, in a Module that does not share the
-    cache between methods, so decoding would not see the prompt's cache.
-    """
-    from torchedge.models.causal_lm import compile_causal_lm, export_causal_lm
-    from torchedge.models.hf_directory import load_causal_lm
-
-    if dynamic:
-        raise TorchEdgeError(f"--dynamic does not apply to '{directory.path}': its sequence length is already dynamic")
     for flag, used in (("--etrecord", settings.etrecord), ("--external-constants", settings.external_constants)):
         if used:
-            raise TorchEdgeError(f"{flag}: not available for a text-generation model directory yet")
-    partitioner = partitioners(settings.backend)  # an unwritable backend fails before any work
-    stage(f"{directory.architecture}: text generation; loading it ({settings.dtype})")
-    model, max_cache_len = load_causal_lm(directory, settings.dtype, settings.max_seq_len)
-    if settings.quantize:
-        stage(f"quantizing ({settings.quantize})")
-        model = quantize_model(model, settings.quantize, settings.group_size)
-        lowered = lower_quantized_linears(model, settings.backend)
-        if lowered:
-            stage(f"{lowered} quantized linear layers as ONNX Runtime MatMulNBits (packed weights)")
-    stage(f"exporting with a static KV cache of {max_cache_len} positions")
-    try:
-        exported = export_causal_lm(model, max_cache_len)
-    except TorchEdgeError:
-        raise
-    except Exception as e:  # torch.export's refusal of the model's code
-        raise ExportError(f"torch.export.export failed: {type(e).__name__}: {first_line(e)}") from e
-    lowering = f", delegating to {settings.backend}" if partitioner else ""
-    stage(f"to_edge{lowering}, to_executorch (forward takes 1 to {max_cache_len} tokens per call)")
-    program = compile_causal_lm(exported, partitioner=partitioner)
-    if partitioner:
-        _check_tokens_per_call(program, max_cache_len, settings.backend)
-    return program
-
-
-def _check_tokens_per_call(program, max_cache_len: int, backend: str) -> None:
-    """``forward`` still takes up to ``max_cache_len`` tokens after delegation (a lowering that fixes
-    the example's size would make a program that cannot decode one token)."""
-    from torchedge.runtime import Runtime
-
-    meta = Runtime.get().load_program(program.buffer).metadata("forward").input_tensor_meta(0)
-    lowest = getattr(meta, "min_shape", None)  # None: no lower bound recorded (0)
-    if tuple(meta.shape) != (1, max_cache_len) or (lowest is not None and tuple(lowest)[1] > 1):
-        fixed = list(meta.shape) if lowest is None else f"{list(lowest)} to {list(meta.shape)}"
-        raise ExportError(
-            f"--recipe {backend}: delegating made forward's input_ids {fixed} instead of [1, 1] to "
-            f"[1, {max_cache_len}]: the {backend} lowering does not keep the dynamic sequence length; "
-            "export with --recipe portable"
-        )
+            raise TorchEdgeError(f"{flag}: not available for a model directory yet")
+    out = args.output or default_output(args.model)
+    progress = Progress(quiet=getattr(args, "quiet", False))
+    qembedding = (getattr(args, "qembedding", None), getattr(args, "qembedding_group_size", None))
+    written = export_directory(args.model, out, settings, *qembedding, progress, dynamic=args.dynamic)
+    how = written.tokenizer_how
+    note = (
+        f" and {written.tokenizer} ({how} from the directory)" if how else f"; '{args.model}' has no tokenizer to write"
+    )
+    program = written.program
+    print(f"wrote {out} ({len(program.buffer):,} bytes{_delegated(program, settings.backend)}){note}")
+    return 0

@@ -11,7 +11,7 @@ import difflib
 
 from torchedge.cli.check import cmd_check
 from torchedge.cli.compare import cmd_compare
-from torchedge.cli.export import cmd_export
+from torchedge.cli.export import add_directory_options, cmd_export
 from torchedge.cli.generate import cmd_generate
 from torchedge.cli.info import cmd_inspect, cmd_kernels
 from torchedge.cli.options import (
@@ -149,6 +149,7 @@ def _export_llm_options(p) -> None:
         type=positive_int,
         help="with --qlinear 8da4w: input features per group (default: --group-size, 32)",
     )
+    add_directory_options(p)
     p.add_argument(
         "--max-seq-len",
         type=positive_int,

@@ -1,7 +1,7 @@
 """What `torchedge export` can do to a model on its way to a .pte: a dtype, a quantization recipe,
 a backend to delegate to.
 
-The names (`BACKENDS`, `DTYPES`, `QUANTIZE_RECIPES`) need no torch: the command line lists them
+The names (`BACKENDS`, `DTYPES`, `QUANTIZE_RECIPES`, `QEMBEDDING_SCHEMES`) need no torch: the command line lists them
 in its help. The functions import torch (and torchao, for quantization) when called.
 """
 
@@ -14,6 +14,7 @@ from torchedge.errors import ExportError
 __all__ = [
     "BACKENDS",
     "DTYPES",
+    "QEMBEDDING_SCHEMES",
     "QLINEAR_RECIPES",
     "QUANTIZE_RECIPES",
     "ExportSettings",
@@ -52,6 +53,12 @@ QLINEAR_RECIPES = {
     "8da8w": "int8 weights per channel, int8 dynamic activations (--quantize int8-dynamic)",
     "8w": "int8 weights per channel, float activations (--quantize int8-weight)",
     "4w": "int4 weights in groups, float activations (--quantize int4-weight)",
+}
+
+QEMBEDDING_SCHEMES = {
+    "8w": "int8 weights, one scale per row (ExecuTorch's quantized_decomposed::embedding_byte)",
+    "4w": "int4 weights in groups of --qembedding-group-size columns (default: the whole row), one scale per "
+    "group (quantized_decomposed::embedding_4bit)",
 }
 
 
@@ -94,9 +101,10 @@ def cast_model(model, inputs: tuple, dtype: str):
     return model.to(target), cast
 
 
-def quantize_model(model, recipe: str, group_size: int):
+def quantize_model(model, recipe: str, group_size: int, each=None):
     """``model`` with its nn.Linear layers quantized in place by torchao's ``quantize_`` (``recipe``
-    one of `QUANTIZE_RECIPES`); a layer that ``group_size`` does not fit is an `ExportError`."""
+    one of `QUANTIZE_RECIPES`); a layer that ``group_size`` does not fit is an `ExportError`.
+    ``each(layers, count, description)``, if given, wraps the iteration over the layers (a progress bar)."""
     import torch
 
     linears = [(name, m) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
@@ -111,7 +119,13 @@ def quantize_model(model, recipe: str, group_size: int):
                 )
     from torchao.quantization.quant_api import quantize_
 
-    quantize_(model.eval(), _config(recipe, group_size))
+    config = _config(recipe, group_size)
+    model.eval()
+    if each is None:
+        quantize_(model, config)
+        return model
+    for name, _ in each(linears, len(linears), f"quantizing ({recipe})"):
+        quantize_(model, config, filter_fn=lambda module, fqn, name=name: fqn == name)
     return model
 
 

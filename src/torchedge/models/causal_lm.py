@@ -21,6 +21,7 @@ __all__ = [
     "ARCHITECTURES",
     "KV_CACHE_MODELS",
     "CausalLMExport",
+    "causal_lm_backend_config",
     "compile_causal_lm",
     "demo_tokenizer",
     "eager_greedy",
@@ -142,16 +143,21 @@ def export_causal_lm(
 def compile_causal_lm(exported: CausalLMExport, partitioner=None):
     """``to_edge`` (then delegation to ``partitioner``, if given) and ``to_executorch`` with the
     methods sharing one cache; returns the `ExecutorchProgramManager`."""
-    from torchedge.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
-    from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
+    from torchedge.exir import to_edge_transform_and_lower
 
     edge = to_edge_transform_and_lower(
         exported.programs, partitioner=partitioner, constant_methods=exported.constant_methods
     )
-    return edge.to_executorch(
-        ExecutorchBackendConfig(
-            memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True
-        )
+    return edge.to_executorch(causal_lm_backend_config())
+
+
+def causal_lm_backend_config():
+    """``to_executorch``'s config for a KV-cache program: the methods share one cache, named."""
+    from torchedge.exir import ExecutorchBackendConfig
+    from torchedge.exir.memory_planning.planning_pass import MemoryPlanningPass
+
+    return ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True
     )
 
 
