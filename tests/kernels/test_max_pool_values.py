@@ -11,19 +11,20 @@ import numpy as np
 import pytest
 import torch
 
-from torchedge.kernels.portable import pooling, pooling_geometry
-from torchedge.kernels.portable.pooling import max_pool_values
+from torchedge.kernels.optimized import pooling, tuning
+from torchedge.kernels.optimized.pooling import max_pool_values
 
 _RNG = np.random.default_rng(11)
 
 
 @pytest.fixture(params=["strided", "direct", "blocks"])
-def strategy(request, monkeypatch):
-    if request.param != "strided":
-        monkeypatch.setattr(pooling, "DIRECT_TAPS", 0)  # no strided views
-    if request.param == "blocks":
-        monkeypatch.setattr(pooling_geometry, "DIRECT_TAPS", 0)
-    return request.param
+def strategy(request):
+    names = {"strided": (), "direct": ("pool_strided_taps",), "blocks": ("pool_strided_taps", "pool_direct_taps")}
+    for name in names[request.param]:
+        tuning.set_tuning(name, 0)
+    yield request.param
+    for name in names[request.param]:
+        tuning.set_tuning(name, None)
 
 
 def _check(x: torch.Tensor, dims: int, kernel, stride, padding, dilation, ceil_mode) -> None:

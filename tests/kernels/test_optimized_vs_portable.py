@@ -2,10 +2,11 @@
 
 The portable library is the oracle: each operator the optimized library overrides runs both
 kernels over a grid of shapes and dtypes that takes every strategy branch (forced through the
-tuned constants, `torchedge.kernels.optimized.tuning`; a spy checks the branch was taken),
-and each fused operator runs against the chain of portable kernels it replaces
-(`test_fused_vs_portable`). Integers compare exactly (wrapping sums are associative); floats
-within a bound on reassociation (`oracle.assert_reassociated`).
+tuned constants, `torchedge.kernels.optimized.tuning`; a spy checks the branch was taken;
+pooling in `test_optimized_pooling_vs_portable`), and each fused operator runs against the
+chain of portable kernels it replaces (`test_fused_vs_portable`). Integers compare exactly
+(wrapping sums are associative); floats within a bound on reassociation
+(`oracle.assert_reassociated`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ FUSED = {
     "torchedge_fused::max_pool_values.out",
     "torchedge_fused::strided_copy.out",
 }
-OVERRIDES = {CONV}
+OVERRIDES = (
+    {CONV} | {f"aten::max_pool{d}d_with_indices.out" for d in (2, 3)} | {f"aten::avg_pool{d}d.out" for d in (1, 2, 3)}
+)
 FLOATS = [np.float32, np.float64]
 INTEGERS = [np.int64, np.int32, np.int16, np.int8, np.uint8]
 

@@ -4,8 +4,9 @@ Windows far larger than the input (EfficientNet's ``AvgPool2d(1280, ceil_mode=Tr
 5x5 map), huge strides and paddings, wide overlapping windows and many adaptive windows are
 compared with PyTorch eager; the memory they allocate (`tracemalloc`, scratch workspaces
 included) must stay within a small multiple of their input and output. Both reduction
-strategies (tap by tap, and one dim at a time in blocks) run on the same cases, the second by
-setting ``DIRECT_TAPS`` to 0. The backward kernels (and col2im, which shares the scatter of
+strategies (the optimized kernels' tap by tap, and the portable one dim at a time in blocks)
+run on the same cases, the second by setting the tuned ``pool_direct_taps`` and
+``pool_strided_taps`` to 0. The backward kernels (and col2im, which shares the scatter of
 average pooling's backward) are held to the same bounds.
 """
 
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 from torchedge.errors import KernelError
-from torchedge.kernels.portable import pooling_geometry
+from torchedge.kernels.optimized import tuning
 from torchedge.kernels.registry import get_kernel, output_shapes
 
 aten = torch.ops.aten
@@ -53,13 +54,14 @@ def _assert_equal(got, want) -> None:
 
 
 @pytest.fixture(params=["direct", "blocks"])
-def strategy(request, monkeypatch):
+def strategy(request):
     """Both reduction strategies: tap by tap where it applies, and always in blocks."""
-    if request.param == "blocks":
-        monkeypatch.setattr(pooling_geometry, "DIRECT_TAPS", 0)
-    pooling_geometry.pool_windows.cache_clear()  # windows cached under the other strategy
+    names = ("pool_direct_taps", "pool_strided_taps") if request.param == "blocks" else ()
+    for name in names:
+        tuning.set_tuning(name, 0)
     yield request.param
-    pooling_geometry.pool_windows.cache_clear()
+    for name in names:
+        tuning.set_tuning(name, None)
 
 
 # -- windows larger than the input -------------------------------------------------------------

@@ -2,8 +2,8 @@
 a 1x1 expansion, a depthwise convolution and a 1x1 projection (with their clamps and the zero
 padding before the depthwise) run as one channels-last kernel on small planes, and stay as
 written wherever the block differs from what the kernel computes or another instruction reads
-its intermediates. Each case runs the same `.pte` fused, unfused (``fuse=False``) and in
-PyTorch eager."""
+its intermediates. Each case runs the same `.pte` fused (``fuse="all"``: the rule's level),
+unfused (``fuse=False``) and in PyTorch eager."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _check(model, x, fused_labels, dtype=torch.float32, tol=1e-5, config=None):
     model, x = model.eval().to(dtype), x.to(dtype)
     buffer = torchedge_compile(model, (x,), config).buffer
     program = Runtime.get().load_program(buffer)
-    fused, plain = program.load_method("forward"), program.load_method("forward", fuse=False)
+    fused, plain = program.load_method("forward", fuse="all"), program.load_method("forward", fuse=False)
     assert _fused_labels(fused) == fused_labels
     expected = torch_outputs(model, (x,))
     unfused = plain.execute([x.numpy()])

@@ -96,6 +96,19 @@ def test_initial_states_given_as_inputs(kind):
     assert labels.count(LSTM if kind == "LSTM" else GRU) == 6
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_single_step_takes_its_slice_of_the_input_projection_in(kind):
+    """With one timestep the step's slice of the input projection runs right before its cell:
+    the fused step reads that row of the projection itself."""
+    torch.manual_seed(8)
+    state = [torch.randn(1, 2, 16) for _ in range(2 if kind == "LSTM" else 1)]
+    labels, buffer, *_ = _run(Recurrent(kind, layers=1, hidden=16, states=True), (torch.randn(2, 1, 8), *state))
+    assert labels.count(LSTM if kind == "LSTM" else GRU) == 1
+    plain = [step.label for step in Runtime.get().load_program(buffer).load_method("forward", fuse=False)._steps]
+    for copy in ("aten::slice_copy.Tensor_out", "aten::squeeze_copy.dims_out"):  # (the states' slices stay)
+        assert plain.count(copy) - labels.count(copy) == 1
+
+
 class HandWrittenCell(nn.Module):
     """An LSTM cell written out (its input projected each step, ``chunk`` for the split), whose
     second step's forget gate is also returned: that step must stay as written."""
@@ -158,12 +171,14 @@ def test_the_same_file_runs_in_executorch():
 
 @pytest.mark.parametrize("offset", [0, 8])
 def test_a_result_planned_over_the_state_needs_no_scratch_memory(offset):
-    """Memory planning may put the new cell over the old one (or part of it): the fused step reads
-    the state only in the call that writes the new cell, which NumPy runs on a copy where they
-    overlap, so the values are those of separate memory."""
+    """Memory planning may put the new cell over the old one (or part of it): the kernel the fused
+    step calls without scratch memory (the rule's ``reads_first``) reads the state only in the
+    call that writes the new cell, which NumPy runs on a copy where they overlap, so the values
+    are those of separate memory."""
+    from torchedge.fusion.rules_recurrent import RECURRENT_RULES
     from torchedge.kernels.optimized.fused_recurrent import lstm_cell
-    from torchedge.runtime.fusion.recurrent import _Cell
 
+    assert {"input_gates", "hidden_gates", "cell", "hidden", "weight"} <= set(RECURRENT_RULES[0].reads_first)
     rng = np.random.default_rng(5)
     gates, hidden_gates = rng.standard_normal((1, 64)), rng.standard_normal((1, 64))
     memory = rng.standard_normal(48)
@@ -171,6 +186,6 @@ def test_a_result_planned_over_the_state_needs_no_scratch_memory(offset):
     expected = np.empty((1, 16)), np.empty((1, 16))
     lstm_cell(gates, hidden_gates, cell.copy(), None, None, -1, *expected)
     new_hidden = np.empty((1, 16))
-    _Cell("lstm_cell", False, 16)(gates, hidden_gates, cell, new_hidden, new_cell)
+    lstm_cell(gates, hidden_gates, cell, None, None, -1, new_hidden, new_cell)
     np.testing.assert_array_equal(new_hidden, expected[0])
     np.testing.assert_array_equal(new_cell, expected[1])

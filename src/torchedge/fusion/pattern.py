@@ -4,7 +4,8 @@ A pattern describes the computation that produced a value, walking back from it:
 call with its arguments by schema name, each argument a pattern in turn or a literal it must
 equal. The matcher knows nothing of FX nodes or loaded steps: a `Graph` adapter answers its
 few questions (which operator a node calls, what an argument refers to, who produced it, who
-reads a result, its value when fixed ahead of the run, whether a node is a plain copy), so one
+reads a result, its value when fixed ahead of the run, whether a node is a plain copy, which of a
+node's several results a reference reads, the order of nodes), so one
 rule matches the FX graph ahead of time and a loaded program's steps at load.
 
 >>> pattern = Op("aten::relu", self=Op("aten::addmm", name="product", self=Var("bias")))
@@ -64,6 +65,13 @@ class Graph(Protocol):
 
     def same(self, a, b) -> bool:
         """Whether references ``a`` and ``b`` read the same value."""
+
+    def item(self, ref) -> tuple | None:
+        """``(node, index)`` when ``ref`` reads result ``index`` of ``node``, a call with a list of
+        results (a split's chunk), else None."""
+
+    def order(self, node) -> int:
+        """``node``'s place in the graph's order of execution."""
 
     def readers(self, node) -> tuple:
         """The nodes that read ``node``'s result (its ``out``), None among them for a reader

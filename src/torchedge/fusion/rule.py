@@ -48,7 +48,12 @@ class Rule:
     fused operator has no torch definition is ``("load",)``). ``reads_first``: the tensor
     arguments the fused kernel reads in full before it writes its result, so that memory
     planning may have put the result over them (at load, any other overlap goes through scratch
-    memory)."""
+    memory). ``pick(match)``: the fused operator for a match, for a rule with several (``fused``
+    then names none). ``results``: names of matched nodes whose results the fused operator
+    writes too, where the match binds them (its ``out0`` takes the root's, ``out1`` the first
+    of these, ...). ``shorter(match)``: a smaller match to try where an adapter cannot replace
+    the group a match covers (a recurrent step's slice of its layer's input projections: at load
+    it ran long before the cell, as a rule), None when there is none."""
 
     name: str
     level: str
@@ -64,6 +69,9 @@ class Rule:
     roots: tuple[str, ...] = ()
     stages: tuple[str, ...] = STAGES
     reads_first: tuple[str, ...] = ()
+    pick: Callable[[Match], str] | None = None
+    results: tuple[str, ...] = ()
+    shorter: Callable[[Match], Match | None] | None = None
 
     def __post_init__(self):
         if self.pattern is not None and self.matcher is not None:
@@ -82,6 +90,15 @@ class Rule:
             return match(self.pattern, graph, node)
         return None if self.matcher is None else self.matcher(graph, node)
 
+    def candidates(self, found: Match) -> list[Match]:
+        """``found`` and the shorter matches to try in turn where its group cannot be replaced."""
+        shorter = None if self.shorter is None else self.shorter(found)
+        return [found] if shorter is None else [found, shorter]
+
+    def operator(self, found: Match) -> str:
+        """The fused operator ``found`` becomes."""
+        return self.fused if self.pick is None else self.pick(found)
+
     def describe(self, found: Match) -> str:
         """The label of the fused step ``found`` becomes at load."""
-        return f"{self.fused}.out ({self.name}, fused at load)" if self.label is None else self.label(found)
+        return f"{self.operator(found)}.out ({self.name}, fused at load)" if self.label is None else self.label(found)

@@ -3,8 +3,8 @@
 `torchedge.exir.passes.kernel_fusion` applies these to the FX graph ahead of time (where the
 fused operator is a ``torchedge_fused`` operator there) and `torchedge.runtime.fusion` to a
 loaded program's steps (where the operator has a kernel). Each family of rules has its module
-(`rules_attention`, `rules_inverted_residual`, `rules_convolution`, `rules_linear`,
-`rules_pooling`, `rules_copies`); adding a rule is adding it there (and a new family to `RULES`
+(`rules_attention`, `rules_recurrent`, `rules_inverted_residual`, `rules_convolution`,
+`rules_linear`, `rules_pooling`, `rules_copies`); adding a rule is adding it there (and a new family to `RULES`
 here, once). A rule's ``level`` says what it promises:
 
 * ``exact``: the fused kernel gives the bits of the steps it replaces, so a program runs the
@@ -13,10 +13,6 @@ here, once). A rule's ``level`` says what it promises:
 
 A guard or an ``arguments`` function that raises is a bug (tests see it); one that declines
 returns False / None.
-
-``recurrent`` has neither pattern nor matcher yet: a walker of its own in
-`torchedge.runtime.fusion` (and a pass ahead of time) matches it; it is listed here so that
-levels and switches cover it too.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ from torchedge.fusion.rules_copies import COPY_RULES
 from torchedge.fusion.rules_inverted_residual import INVERTED_RESIDUAL_RULES
 from torchedge.fusion.rules_linear import LINEAR_RULES
 from torchedge.fusion.rules_pooling import POOLING_RULES
+from torchedge.fusion.rules_recurrent import RECURRENT_RULES
 
 __all__ = ["LEVELS", "Rule", "RULES", "rule_names"]
 
@@ -36,7 +33,7 @@ LEVELS = ("none", "exact", "all")
 # The rules, in the order they claim nodes (larger groups first).
 RULES: tuple[Rule, ...] = (
     *ATTENTION_RULES,
-    Rule("recurrent", "exact", "An unrolled LSTM / GRU timestep as lstm_cell / gru_cell (walker)."),
+    *RECURRENT_RULES,
     *INVERTED_RESIDUAL_RULES,
     *CONVOLUTION_RULES,
     *LINEAR_RULES,

@@ -15,9 +15,6 @@ from torchedge.fusion.rules_convolution import expanded, padded_sides
 
 __all__ = ["INVERTED_RESIDUAL_RULES"]
 
-# Depthwise convolutions with output planes up to this many positions run their block
-# channels-last (measured on mobilenet_v2: slower than the three convolutions on larger planes).
-BLOCK_POSITIONS = 32 * 32
 _CONVOLUTION, _CONV_BN_ACT = "aten::convolution", "torchedge_fused::conv_bn_act"
 _PARTS = ("expand", "depthwise", "project")
 
@@ -137,17 +134,26 @@ def _arguments(found: Match) -> dict:
 
 
 def _pays(found: Match) -> bool:
-    """Small output planes: larger ones have long planar rows, and the three convolutions win."""
-    return math.prod(found.graph.shape(found["hidden"])[2:]) <= BLOCK_POSITIONS  # type: ignore[index]
+    """Depthwise output planes of at most the tuned ``inverted_residual_max_positions``: larger
+    ones have long planar rows, and the three convolutions win. (The table is read here, not at
+    import: it lives with the optimized kernels, which import NumPy, and so does the kernel.)"""
+    from torchedge.kernels.optimized.tuning import tuned
+
+    positions = math.prod(found.graph.shape(found["hidden"])[2:])  # type: ignore[index]
+    return positions <= tuned("inverted_residual_max_positions")
 
 
 INVERTED_RESIDUAL_RULES = (
     Rule(
         "inverted_residual",
-        "exact",
+        "all",
         """MobileNetV2's expansion, depthwise convolution and projection (their paddings and
         clamps) as ``torchedge_fused::inverted_residual``: the same products and sums, the
-        expanded channels kept channels-last on small planes.""",
+        expanded channels kept channels-last on small planes. Its GEMMs and depthwise sums run
+        over other layouts than the three convolutions', so they may add in another order: an
+        output differs from theirs by at most ``2 * (Cin + kh * kw + C + 3) * eps`` times the
+        block evaluated on the absolute values of its input, weights and biases (clamps left
+        out; Cin input and C expanded channels, eps of the dtype), to first order in eps.""",
         "torchedge_fused::inverted_residual",
         BLOCK,
         _guard,

@@ -141,6 +141,12 @@ class FxGraph:
     def same(self, a, b) -> bool:
         return a is b
 
+    def item(self, ref) -> tuple | None:
+        return (ref.args[0], ref.args[1]) if is_call(ref, operator.getitem) else None
+
+    def order(self, node) -> int:
+        return next(i for i, n in enumerate(node.graph.nodes) if n is node)
+
     def readers(self, node) -> tuple:
         return tuple(None if user.op == "output" else user for user in node.users)
 
@@ -158,26 +164,46 @@ def _schema(node):
     return getattr(node.target, "_schema", None)
 
 
-def apply_rule(graph: torch.fx.Graph, rule: Rule, node: torch.fx.Node, target) -> bool:
-    """Apply ``rule`` at ``node`` (its pattern's root) with ``target``, the fused operator's
-    ``OpOverload``: the matched nodes become one call where only the last one's result is read
-    outside them. The copies reshaping the root's result (``view_copy``) that only lead to the
-    fused operator's result shape are taken in too; with ``rule.replaces``, the call takes that
-    node's place instead (see `torchedge.fusion.rule.Rule`)."""
+def apply_rule(graph: torch.fx.Graph, rule: Rule, node: torch.fx.Node, ops: dict) -> bool:
+    """Apply ``rule`` at ``node`` (its pattern's root) with the fused operator ``ops`` names
+    (functional ``OpOverload`` by name): the matched nodes become one call where only the last
+    one's result (and the rule's ``results``) is read outside them, trying the rule's shorter
+    matches where a longer one's nodes are read outside it. The copies reshaping the root's result
+    (``view_copy``) that only lead to the fused operator's result shape are taken in too; with
+    ``rule.replaces``, the call takes that node's place instead (see `torchedge.fusion.rule.Rule`)."""
     if rule.arguments is None:
         return False
     found = rule.find(FxGraph(), node)
     if found is None or not rule.guard(found) or not rule.pays(found):
         return False
-    arguments = rule.arguments(found)
-    names = [a.name for a in target._schema.arguments]
-    if set(arguments) != set(names):
-        raise TypeError(f"rule {rule.name!r} gives {sorted(arguments)}, {target} takes {names}")
-    args = tuple(arguments[n] for n in names)
-    shape = tuple(_meta_call(target, args).shape)
-    group, last = list(found.group), node
+    for candidate in rule.candidates(found):
+        target = ops[rule.operator(candidate).split("::")[1]]
+        arguments = rule.arguments(candidate)
+        names = [a.name for a in target._schema.arguments]
+        if set(arguments) != set(names):
+            raise TypeError(f"rule {rule.name!r} gives {sorted(arguments)}, {target} takes {names}")
+        args = tuple(arguments[n] for n in names)
+        results = [node, *(candidate.nodes[n] for n in rule.results if n in candidate.nodes)]
+        if _replace(graph, rule, candidate, results, target, args):
+            return True
+    return False
+
+
+def _replace(graph: torch.fx.Graph, rule: Rule, found, results: list, target, args: tuple) -> bool:
+    """Replace ``found``'s nodes by ``target(*args)`` (see `apply_rule`) when nothing outside them
+    reads the others' results."""
+    computed = _meta_call(target, args)
+    shapes = [tuple(t.shape) for t in (computed if isinstance(computed, (tuple, list)) else [computed])]
+    group = list(found.group) + [user for n in found.group for user in n.users if is_call(user, operator.getitem)]
+    if len(results) > 1:
+        read_outside = any(not set(n.users) <= set(group) for n in group if n not in results)
+        if [shape_of(n) for n in results] != shapes or read_outside:
+            return False
+        replace_with_fused_results(graph, results, target, args, group)
+        return True
+    (shape,), last = shapes, results[0]
     if rule.replaces is not None:
-        return _replace_inner(graph, found.nodes[rule.replaces], node, group, target, args, shape)
+        return _replace_inner(graph, found.nodes[rule.replaces], last, group, target, args, shape)
     while shape_of(last) != shape and is_call(only_user(last), _aten.view_copy.default):
         last = only_user(last)
         group.append(last)

@@ -38,10 +38,10 @@ pay:
 
 Each fused operator has an out variant, so `OutVariantPass`, memory planning and the emitter
 treat it like any other operator; the operators are defined in `fused_operators`. The
-attention, convolution and linear rules are written once in `torchedge.fusion.rules` (applied
-here by `fusion_matching.apply_rule`, each group's last node first, and at load by
-`torchedge.runtime.fusion`); recurrent cells and copies have their passes (`fuse_recurrent`,
-`collapse_copies`), and `fuse_attention`'s `interleave_heads` moves attention's heads.
+attention, convolution, linear and recurrent rules are written once in `torchedge.fusion.rules`
+(applied here by `fusion_matching.apply_rule`, each group's last node first, and at load by
+`torchedge.runtime.fusion`); copies have their pass (`collapse_copies`), and `fuse_attention`'s
+`interleave_heads` moves attention's heads.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ import torch
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.collapse_copies import COPIES, collapse_copies
 from torchedge.exir.passes.fuse_attention import interleave_heads
-from torchedge.exir.passes.fuse_recurrent import RECURRENT_SPLITS, fuse_recurrent
 from torchedge.exir.passes.fused_operators import fused_ops
 from torchedge.exir.passes.fusion_matching import FxGraph, apply_rule
 from torchedge.fusion.options import FusionOptions
@@ -87,33 +86,30 @@ class FuseKernelsPass(PassBase):
         self.disabled = FusionOptions("all", names).disabled  # (checks the names)
 
     def _on(self, rule) -> bool:
-        """Whether the switches leave the pattern rule ``rule`` on (``attention``: every attention
-        rule; ``linear``, ``conv``: the linear and convolution rules)."""
-        family = {"attention": self.attention, "linear": self.linear, "convolution": self.conv}
+        """Whether the switches leave the rule ``rule`` on (``attention``: every attention rule;
+        ``linear``, ``conv``, ``recurrent``: the linear, convolution and recurrent rules)."""
+        family = {
+            "attention": self.attention,
+            "linear": self.linear,
+            "convolution": self.conv,
+            "recurrent": self.recurrent,
+        }
         return rule.name not in self.disabled and next((on for n, on in family.items() if n in rule.name), True)
 
     def call(self, graph_module: torch.fx.GraphModule) -> PassResult:
         ops = fused_ops()
         graph = graph_module.graph
         modified = False
-        rules = [
-            r
-            for r in RULES
-            if r.arguments is not None and "aot" in r.stages and r.fused.split("::")[1] in ops and self._on(r)
-        ]
+        rules = [r for r in RULES if r.arguments is not None and "aot" in r.stages and self._on(r)]
         for node in reversed(list(graph.nodes)):  # a group's root first: its last node
             if node._erased or node.op != "call_function":
                 continue  # erased by an earlier fusion
             for rule in rules:
-                if FX.operator(node) in rule.anchors and apply_rule(graph, rule, node, ops[rule.fused.split("::")[1]]):
+                if FX.operator(node) in rule.anchors and apply_rule(graph, rule, node, ops):
                     modified = True
                     break
         for node in list(graph.nodes):
-            if node._erased or node.op != "call_function":
-                continue
-            if self.recurrent and node.target in RECURRENT_SPLITS:
-                modified |= fuse_recurrent(graph, node, ops)
-            elif self.copies and node.target in COPIES:
+            if self.copies and not node._erased and node.op == "call_function" and node.target in COPIES:
                 modified |= collapse_copies(graph, node)
         for node in list(graph.nodes):
             if self.attention and not node._erased and node.target is ops["attention"]:

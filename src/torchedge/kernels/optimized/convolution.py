@@ -34,6 +34,7 @@ from torchedge.kernels.optimized.convolution_columns import (
 from torchedge.kernels.optimized.convolution_winograd import winograd_conv, winograd_pays
 from torchedge.kernels.optimized.derived_arrays import derived
 from torchedge.kernels.optimized.scratch import per_call, scratch
+from torchedge.kernels.optimized.taps import Taps, rows_view
 from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable.common import quiet, write
 from torchedge.kernels.portable.convolution import (
@@ -43,7 +44,7 @@ from torchedge.kernels.portable.convolution import (
     integer_bias,
     transposed_geometry,
 )
-from torchedge.kernels.portable.windows import Taps, rows_view, scatter_taps
+from torchedge.kernels.portable.windows import scatter_taps
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["convolution", "conv_forward", "conv_transposed", "bias_column_weights"]

@@ -19,9 +19,9 @@ import numpy as np
 
 from torchedge.kernels.optimized.derived_arrays import derived
 from torchedge.kernels.optimized.scratch import per_call, scratch
+from torchedge.kernels.optimized.taps import Taps, row_blocks, rows_view
 from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable.common import write
-from torchedge.kernels.portable.windows import Taps, row_blocks, rows_view
 
 __all__ = [
     "windows_apart",

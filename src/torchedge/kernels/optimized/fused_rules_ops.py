@@ -1,6 +1,7 @@
 """Kernels of the fused operators only load-time fusion calls (`torchedge.fusion.rules`): no
-program names them, so they have no torch definition, and each gives the bits of the steps its
-rule replaces.
+program names them, so they have no torch definition. The max pooling and copy kernels give the
+bits of the steps their rules replace; the inverted residual kernel may sum in another order
+(its rule is of level ``all``, with the bound its docstring states).
 
 * ``max_pool_values.out``: ``max_pool{dims}d_with_indices`` without the indices nothing reads;
 * ``inverted_residual.out``: MobileNetV2's block (a 1x1 expansion, a depthwise convolution, a
@@ -17,8 +18,8 @@ import numpy as np
 
 from torchedge.kernels.optimized.inverted_residual import DepthwiseGeometry
 from torchedge.kernels.optimized.inverted_residual import inverted_residual as _inverted_residual
+from torchedge.kernels.optimized.pooling import max_pool_values as _max_pool_values
 from torchedge.kernels.portable.common import check, fail
-from torchedge.kernels.portable.pooling import max_pool_values as _max_pool_values
 from torchedge.kernels.portable.pooling_geometry import check_input, pool_geometry
 from torchedge.kernels.registry import register_kernel
 
@@ -38,7 +39,7 @@ def _max_pool_values_shape(op: str, self, kernel_size, stride, padding, dilation
 
 @register_kernel(_MAX_POOL, shape=_max_pool_values_shape)
 def max_pool_values(self, kernel_size, stride, padding, dilation, ceil_mode, dims, out):
-    """The values of ``max_pool{dims}d_with_indices`` (the portable kernel's values-only path)."""
+    """The values of ``max_pool{dims}d_with_indices`` (the optimized kernel without indices)."""
     _max_pool_values(_MAX_POOL, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out)
 
 

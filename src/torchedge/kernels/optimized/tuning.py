@@ -128,6 +128,38 @@ TABLE: dict[str, Tuned] = {
             f"{MACHINE}; a limit on memory, not a speed crossover",
         ),
         Tuned(
+            "inverted_residual_max_positions",
+            32 * 32,
+            "the inverted_residual fusion rule (torchedge.fusion) takes blocks whose depthwise output "
+            "planes have at most this many positions (larger planes keep the three convolutions)",
+            f"{MACHINE}; benchmarks/models.py mobilenet_v2, fused blocks against fuse=False per plane size",
+        ),
+        Tuned(
+            "pool_direct_taps",
+            64,
+            "pooling windows reaching at most this many taps of the input are reduced tap by tap ...",
+            f"{MACHINE}; 2x2 and 3x3 pools of the CNNs against the blocks of the portable kernel",
+        ),
+        Tuned(
+            "pool_direct_layout",
+            4,
+            "... while the padded tap layout holds at most this many times the input and output elements",
+            f"{MACHINE}; a limit on memory, not a speed crossover",
+        ),
+        Tuned(
+            "pool_direct_block",
+            1 << 15,
+            "elements of a block of rows reduced tap by tap (a few such blocks stay in L2)",
+            f"{MACHINE}; benchmarks/models.py cnn resnet18",
+        ),
+        Tuned(
+            "pool_strided_taps",
+            64,
+            "max pooling without indices of unpadded windows inside the input, with at most this many "
+            "taps, takes one maximum per tap over strided views of the input",
+            f"{MACHINE}; benchmarks/models.py cnn (2x2 pools)",
+        ),
+        Tuned(
             "attention_scores_per_chunk",
             1 << 17,
             "scores of the heads attended together (512 KiB of float32 stays in L2 between the products)",

@@ -3,10 +3,8 @@
 Each gradient is the adjoint of its forward kernel, built from the same pieces: the
 input gradient of a convolution is a transposed convolution (and the other way round),
 weight gradients are one GEMM against the im2col columns. Average pooling gradients give
-every input position the shares of the windows covering it: scattered tap by tap
-(`scatter_taps`) over the taps that reach the input when they are few, as the forward
-sums them; otherwise one dim at a time, where the windows covering a position are a
-contiguous range of them (`range_sums`). Adaptive pooling multiplies by the transposed
+every input position the shares of the windows covering it, one dim at a time, where the
+windows covering a position are a contiguous range of them (`range_sums`). Adaptive pooling multiplies by the transposed
 averaging matrices when small, and sums ranges otherwise. Either way a gradient costs
 what its input and output sizes justify, whatever the kernel size, stride or padding.
 """
@@ -33,7 +31,6 @@ from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, 
 from torchedge.kernels.portable.pooling_geometry import batched, pool_divisors, pool_geometry, pool_windows
 from torchedge.kernels.portable.pooling_reduction import range_sums
 from torchedge.kernels.portable.shape_rules import masked, same_as
-from torchedge.kernels.portable.windows import scatter_taps
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["convolution_backward", "avg_pool_backward", "max_pool_backward", "adaptive_avg_pool_backward"]
@@ -160,25 +157,16 @@ def avg_pool_backward(
     with quiet():
         g = grad_output.reshape((-1,) + size).astype(acc)
         share = np.abs(g) // divisor * np.sign(g) if integral else g / np.asarray(divisor, acc)
-        total = _spread(share, pool_windows(x.shape[2:], kernel, stride, padding, (1,) * dims, size), acc)
+        total = _spread(share, pool_windows(x.shape[2:], kernel, stride, padding, (1,) * dims, size))
     write(grad_input, total.reshape(grad_input.shape))
 
 
-def _spread(share: np.ndarray, windows, dtype) -> np.ndarray:
+def _spread(share: np.ndarray, windows) -> np.ndarray:
     """Adjoint of the window sums: (rows, *out_size) shares -> (rows, *spatial) sums over the
-    windows covering each input position (a `scatter_taps` array where it can)."""
+    windows covering each input position, one dim at a time."""
     spatial = tuple(a.size for a in windows.axes)
-    direct = windows.direct
-    if direct is None:
-        ranges = [_covering(a.start + a.lo, a.start + a.hi, a.size) for a in windows.axes]
-        return map_dims(share, lambda d, y: range_sums(y, *ranges[d]), shrinking_first(share.shape[1:], spatial))
-    cropped = tuple(n - c.start for n, c in zip(spatial, direct.crop))
-    total = scatter_taps(lambda t: share, cropped, direct.kernel, direct.stride, direct.padding, direct.dilation, dtype)
-    if cropped == spatial:
-        return total
-    full = np.zeros(share.shape[:1] + spatial, dtype)
-    full[(slice(None),) + direct.crop] = total
-    return full
+    ranges = [_covering(a.start + a.lo, a.start + a.hi, a.size) for a in windows.axes]
+    return map_dims(share, lambda d, y: range_sums(y, *ranges[d]), shrinking_first(share.shape[1:], spatial))
 
 
 def _covering(first: np.ndarray, stop: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

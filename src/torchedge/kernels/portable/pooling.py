@@ -3,14 +3,14 @@
 Every window is clipped to the input before anything is read or allocated
 (`pooling_geometry`), so a kernel costs what its input and output sizes justify whatever its
 kernel size, stride, padding or dilation: ``AvgPool2d(1280, ceil_mode=True)`` over a 5x5 map
-reads 25 values per channel. `pooling_reduction` reduces the windows, tap by tap or one dim
-at a time in blocks.
+reads 25 values per channel. `pooling_reduction` reduces the windows one dim at a time, in
+blocks. The kernels take a ``strategy`` that may reduce the windows instead (the optimized
+library's overrides pass theirs).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 
 import numpy as np
@@ -18,7 +18,6 @@ import numpy as np
 from torchedge.kernels.dtypes import accumulate_dtype, category
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.portable.pooling_geometry import (
-    DIRECT_TAPS,
     as_2d,
     batched,
     check_input,
@@ -27,19 +26,10 @@ from torchedge.kernels.portable.pooling_geometry import (
     pool_geometry,
     pool_windows,
 )
-from torchedge.kernels.portable.pooling_reduction import (
-    MaxRule,
-    max_blocks,
-    max_direct,
-    max_values_direct,
-    max_values_strided,
-    reduce_windows,
-    sum_blocks,
-    sum_direct,
-)
+from torchedge.kernels.portable.pooling_reduction import MaxRule, max_blocks, reduce_windows, sum_blocks
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["max_pool_with_indices", "max_pool_values", "avg_pool"]
+__all__ = ["max_pool_with_indices", "avg_pool", "max_rule"]
 
 
 def _check_out_size(op: str, dims: int, out, size: tuple) -> None:
@@ -47,75 +37,67 @@ def _check_out_size(op: str, dims: int, out, size: tuple) -> None:
         fail(op, f"out has spatial shape {list(out.shape[-dims:])}, expected {list(size)}")
 
 
-def max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
+def max_rule(x: np.ndarray) -> tuple[MaxRule, np.dtype]:
+    """ATen's `MaxRule` for ``x`` and the dtype its maxima are taken in."""
+    acc = accumulate_dtype(x.dtype)
+    floating = category(acc) >= 2
+    return MaxRule(-np.inf if floating else np.iinfo(acc).min, floating and bool(np.isnan(x).any())), acc
+
+
+def max_pool_with_indices(
+    op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices, *, strategy: Callable | None = None
+):
     """Max over each window; indices are flat offsets into the input's spatial dims, chosen
-    by ATen's rule (`MaxRule`); padding is never taken."""
-    _max_pool(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices)
-
-
-def max_pool_values(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out):
-    """`max_pool_with_indices` without the indices, for programs that never read them (the
-    runtime's load-time fusion): one maximum per tap instead of four passes, over strided views
-    of the input where its windows need no padding."""
-    _max_pool(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, None)
-
-
-def _max_pool(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, indices):
+    by ATen's rule (`MaxRule`); padding is never taken. ``indices`` None: the values only.
+    ``strategy(x, geometry, out, indices)`` (geometry: kernel, stride, padding, dilation and
+    output size) runs first on the batched operands and returns whether it wrote them."""
     if indices is None:
         x, out = batched(op, self, dims, out)
     else:
         x, out, indices = batched(op, self, dims, out, indices)
     check(category(x.dtype) >= 1, op, f"max pooling is not implemented for {x.dtype}")
-    kernel, stride, padding, dilation, size = pool_geometry(
-        op, x, dims, kernel_size, stride, padding, dilation, ceil_mode
-    )
-    _check_out_size(op, dims, out, size)
-    if out.size == 0:
+    geometry = pool_geometry(op, x, dims, kernel_size, stride, padding, dilation, ceil_mode)
+    _check_out_size(op, dims, out, geometry[-1])
+    if out.size == 0 or (strategy is not None and strategy(x, geometry, out, indices)):
         return
-    if indices is None and _strided_taps(x, kernel, stride, padding, dilation, size):
-        max_values_strided(x, kernel, stride, size, out)
-        return
-    acc = accumulate_dtype(x.dtype)
-    floating = category(acc) >= 2
-    rule = MaxRule(-np.inf if floating else np.iinfo(acc).min, floating and bool(np.isnan(x).any()))
-    windows = pool_windows(x.shape[2:], kernel, stride, padding, dilation, size)
+    rule, acc = max_rule(x)
+    windows = pool_windows(x.shape[2:], *geometry)
     with quiet():
-        if windows.direct is not None and indices is None:
-            max_values_direct(x, windows.direct, rule.lowest, acc, out)
-            return
-        if windows.direct is not None:
-            max_direct(x, windows.direct, rule, windows.first, acc, out, indices)
-            return
         values, index = reduce_windows(
             x.reshape((-1,) + x.shape[2:]).astype(acc, copy=False),
             windows.axes,
             functools.partial(max_blocks, rule=rule),
         )
+        assert index is not None  # (max_blocks gives the positions)
         np.copyto(index, np.broadcast_to(windows.first, index.shape), where=values == rule.lowest)
     write(out, values.reshape(out.shape))
     if indices is not None:
         write(indices, index.reshape(indices.shape))
 
 
-def _strided_taps(x, kernel, stride, padding, dilation, size) -> bool:
-    """Whether every window lies inside the input with its taps adjacent (no padding or
-    dilation), and there are few taps: each tap of every window is then one strided view."""
-    return (
-        not any(padding)
-        and all(d == 1 for d in dilation)
-        and all((n - 1) * s + k <= i for n, s, k, i in zip(size, stride, kernel, x.shape[2:]))
-        and math.prod(kernel) <= DIRECT_TAPS
-    )
-
-
-def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out):
+def avg_pool(
+    op,
+    dims,
+    self,
+    kernel_size,
+    stride,
+    padding,
+    ceil_mode,
+    count_include_pad,
+    divisor_override,
+    out,
+    *,
+    strategy: Callable | None = None,
+):
     """Window sums divided by ``divisor_override`` or the window size (clipped to the
     padded input, or to the input itself without ``count_include_pad``); integer averages
-    truncate toward zero, as in C++."""
+    truncate toward zero, as in C++. ``strategy(x, geometry, acc, divide, out)`` runs first
+    and returns whether it wrote ``out`` (``divide(sums, result)`` turns sums into averages)."""
     x, out = batched(op, self, dims, out)
     check(x.dtype != np.bool_, op, "average pooling is not implemented for bool")
     check(divisor_override is None or divisor_override != 0, op, "divisor_override must be non-zero")
-    kernel, stride, padding, _, size = pool_geometry(op, x, dims, kernel_size, stride, padding, (1,), ceil_mode)
+    geometry = pool_geometry(op, x, dims, kernel_size, stride, padding, (1,), ceil_mode)
+    kernel, stride, padding, _, size = geometry
     check_window_fits(op, x, dims, kernel)
     _check_out_size(op, dims, out, size)
     if out.size == 0:
@@ -132,11 +114,10 @@ def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_incl
         else:
             np.divide(sums, divisor, out=result)
 
-    windows = pool_windows(x.shape[2:], kernel, stride, padding, (1,) * dims, size)
     with quiet():
-        if windows.direct is not None:
-            sum_direct(x, windows.direct, acc, divide, out)
+        if strategy is not None and strategy(x, geometry, acc, divide, out):
             return
+        windows = pool_windows(x.shape[2:], *geometry)
         sums, _ = reduce_windows(x.reshape((-1,) + x.shape[2:]).astype(acc, copy=False), windows.axes, sum_blocks)
         divide(sums, sums)
     write(out, sums.reshape(out.shape))
@@ -176,7 +157,10 @@ def _avg_pool1d_shape(op: str, self, kernel_size, stride, padding, ceil_mode, co
 
 
 @register_kernel("aten::avg_pool1d.out", shape=_avg_pool1d_shape)
-def avg_pool1d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, out):
+def avg_pool1d(
+    self, kernel_size, stride, padding, ceil_mode, count_include_pad, out, *, strategy: Callable | None = None
+):
+    """2-d average pooling of height 1."""
     kernel, stride = tuple(kernel_size), tuple(stride) or tuple(kernel_size)
     avg_pool(
         "aten::avg_pool1d.out",
@@ -189,4 +173,5 @@ def avg_pool1d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
         count_include_pad,
         None,
         as_2d(out),
+        strategy=strategy,
     )

@@ -3,14 +3,9 @@
 `pool_geometry` checks a pool's arguments as ATen does and sizes its output; `pool_windows`
 clips every window to the input before anything is read or allocated (`Axis`, one per
 spatial dim), so a pool costs what its input and output sizes justify whatever its kernel
-size, stride, padding or dilation. It also picks one of two layouts for the reduction
-(`torchedge.kernels.portable.pooling_reduction` runs them):
-
-- few taps reach the input (at most `DIRECT_TAPS` per window, the usual 2x2 or 3x3): all
-  dims at once, tap by tap, over the flat runs of `Taps` (`Direct`), when its padded layout
-  of the clipped windows stays within a small multiple of the input and output;
-- otherwise one dim at a time, in van Herk / Gil-Werman blocks of one window's length
-  (`Blocks`): every window is a suffix of one block followed by a prefix of the next.
+size, stride, padding or dilation. The windows are reduced one dim at a time, in van Herk /
+Gil-Werman blocks of one window's length (`Blocks`): every window is a suffix of one block
+followed by a prefix of the next (`torchedge.kernels.portable.pooling_reduction`).
 
 The argument checks, `pool_divisors` and `pool_windows` also serve the backward kernels.
 """
@@ -24,27 +19,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from torchedge.kernels.portable.common import check, pair
-from torchedge.kernels.portable.windows import Taps, output_size
+from torchedge.kernels.portable.windows import output_size
 
 __all__ = [
-    "DIRECT_TAPS",
     "Axis",
     "Blocks",
-    "Direct",
     "pool_geometry",
     "pool_windows",
     "pool_divisors",
+    "flat_index",
     "batched",
     "as_2d",
     "check_input",
     "check_nonempty",
     "check_window_fits",
 ]
-
-# Windows reaching at most this many taps of the input are reduced tap by tap, when the
-# padded layout of `Taps` holds at most `_DIRECT_LAYOUT` times the input and output elements.
-DIRECT_TAPS = 64
-_DIRECT_LAYOUT = 4
 
 
 def batched(op, x, dims, *outs):
@@ -153,16 +142,14 @@ def _axis(size: int, kernel: int, stride: int, padding: int, dilation: int, out_
 
 @dataclass(frozen=True)
 class _Windows:
-    """The clipped windows of every spatial dim, and how to reduce them tap by tap (None:
-    one dim at a time, in blocks)."""
+    """The clipped windows of every spatial dim."""
 
     axes: tuple
-    direct: Direct | None
 
     @functools.cached_property
     def first(self) -> np.ndarray:
         """Flat index of each window's first tap at or after the input's start."""
-        return _flat_index([a.first for a in self.axes], tuple(a.size for a in self.axes))
+        return flat_index([a.first for a in self.axes], tuple(a.size for a in self.axes))
 
 
 @functools.lru_cache(maxsize=256)
@@ -170,65 +157,7 @@ def pool_windows(
     spatial: tuple, kernel: tuple, stride: tuple, padding: tuple, dilation: tuple, size: tuple
 ) -> _Windows:
     axes = tuple(_axis(*args) for args in zip(spatial, kernel, stride, padding, dilation, size))
-    return _Windows(axes, _direct(axes))
-
-
-# -- all dims at once, tap by tap ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Direct:
-    """The windows restricted to the taps that reach the input, as `Taps` arguments: the
-    input cropped where the first such tap lies inside it, the padding left before it, and
-    the flat input index of each window's first such tap and of every tap after it."""
-
-    crop: tuple
-    kernel: tuple
-    stride: tuple
-    padding: tuple
-    dilation: tuple
-    base: np.ndarray
-    tap_offsets: np.ndarray
-
-    def taps(self, x: np.ndarray, value, dtype) -> Taps:
-        return Taps(
-            x[(slice(None), slice(None)) + self.crop],
-            self.kernel,
-            self.stride,
-            self.padding,
-            self.dilation,
-            self.base.shape,
-            value,
-            dtype,
-        )
-
-
-def _direct(axes: tuple) -> Direct | None:
-    """The tap-by-tap geometry of ``axes``, or None when it has more than `DIRECT_TAPS` taps
-    or its padded layout would be more than `_DIRECT_LAYOUT` times the input and output."""
-    if any(len(a.taps) == 0 for a in axes) or math.prod(len(a.taps) for a in axes) > DIRECT_TAPS:
-        return None
-    out = tuple(len(a.start) for a in axes)
-    # One window per dim: any stride will do, and one spanning the window makes every tap a single value.
-    stride = tuple(a.stride if o > 1 else a.dilation * (len(a.taps) - 1) + 1 for a, o in zip(axes, out))
-    layout = math.prod(
-        s * -(-((o - 1) * s + a.dilation * (len(a.taps) - 1) + 1) // s) for a, o, s in zip(axes, out, stride)
-    )
-    spatial = tuple(a.size for a in axes)
-    if layout > _DIRECT_LAYOUT * (math.prod(spatial) + math.prod(out)):
-        return None
-    first = [a.start + a.taps.start * a.dilation for a in axes]  # the first tap that reaches the input
-    base = _flat_index(first, spatial)
-    tap_offsets = _flat_index([np.arange(len(a.taps)) * a.dilation for a in axes], spatial).ravel()
-    return Direct(
-        tuple(slice(max(int(f[0]), 0), None) for f in first),
-        tuple(len(a.taps) for a in axes),
-        stride,
-        tuple(max(-int(f[0]), 0) for f in first),
-        tuple(a.dilation for a in axes),
-        base,
-        tap_offsets,
-    )
+    return _Windows(axes)
 
 
 # -- one dim at a time, in van Herk / Gil-Werman blocks -------------------------------------
@@ -278,7 +207,7 @@ def _outer(ufunc, arrays: list) -> np.ndarray:
     return functools.reduce(ufunc, [a.reshape((1,) * d + (-1,) + (1,) * (ndim - d - 1)) for d, a in enumerate(arrays)])
 
 
-def _flat_index(coordinates, spatial) -> np.ndarray:
+def flat_index(coordinates, spatial) -> np.ndarray:
     """Flat offsets ``sum_d coordinate_d * stride_d`` as an outer sum over the dims."""
     return _outer(np.add, [c * math.prod(spatial[d + 1 :]) for d, c in enumerate(coordinates)])
 

@@ -1,44 +1,26 @@
 """Reducing the clipped windows of `pool_windows`: window sums, and window maxima with ATen's
-indices or without them.
+indices.
 
-Two strategies, as `pooling_geometry` lays the windows out:
-
-- tap by tap, all dims at once, over the flat runs of `Taps` (`max_direct`, `sum_direct`,
-  `max_values_direct`), or, for maxima without indices of unpadded windows inside the input,
-  over strided views of the input itself (`max_values_strided`);
-- one dim at a time, the last one first (ATen's row-major visiting order, which decides the
-  indices of max pooling), with van Herk / Gil-Werman blocks of one window's length: every
-  window is a suffix of one block followed by a prefix of the next, both read from two
-  running reductions, so a dim costs time linear in its input and output (`reduce_windows`
-  with `max_blocks` or `sum_blocks`).
+One dim at a time, the last one first (ATen's row-major visiting order, which decides the
+indices of max pooling), with van Herk / Gil-Werman blocks of one window's length: every
+window is a suffix of one block followed by a prefix of the next, both read from two running
+reductions, so a dim costs time linear in its input and output (`reduce_windows` with
+`max_blocks` or `sum_blocks`).
 
 `range_sums` (contiguous ranges in blocks) also serves the backward kernels.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from torchedge.kernels.portable.common import write
-from torchedge.kernels.portable.pooling_geometry import Axis, Blocks, Direct
-from torchedge.kernels.portable.windows import rows_view
+from torchedge.kernels.portable.pooling_geometry import Axis, Blocks
 
-__all__ = [
-    "MaxRule",
-    "max_direct",
-    "max_values_direct",
-    "max_values_strided",
-    "sum_direct",
-    "max_blocks",
-    "sum_blocks",
-    "reduce_windows",
-    "range_sums",
-]
+__all__ = ["MaxRule", "max_blocks", "sum_blocks", "reduce_windows", "range_sums"]
 
 
 @dataclass(frozen=True)
@@ -53,91 +35,6 @@ class MaxRule:
     def beats(self, value: np.ndarray, best: np.ndarray) -> np.ndarray:
         taken = value > best
         return taken | np.isnan(value) if self.nan else taken
-
-
-# -- all dims at once, tap by tap -----------------------------------------------------------
-
-
-def _target(out, taps, dtype):
-    """``out`` as a (rows, *out_size) view when it has ``dtype``, else a scratch buffer."""
-    view = rows_view(out, (taps.rows,) + taps.out_size) if out.dtype == dtype else None
-    return view if view is not None else np.empty((taps.rows,) + taps.out_size, dtype)
-
-
-def _finish(out, buffer) -> None:
-    if not np.may_share_memory(out, buffer):
-        write(out, buffer.reshape(out.shape))
-
-
-def max_direct(x: np.ndarray, direct: Direct, rule: MaxRule, first_valid: np.ndarray, dtype, out, indices) -> None:
-    """Tap by tap over the flat runs of `Taps`, block of rows by block of rows; the tap taken
-    is tracked branch-free (taps come in order, so the last one taken is the largest taken)."""
-    taps = direct.taps(x, rule.lowest, dtype)
-    values = _target(out, taps, dtype)
-    where = _target(indices, taps, np.int64)
-    block = taps.blocks()[0].stop * taps.pitch
-    best = np.empty(block, dtype)
-    index_type = np.int8 if taps.count < 2**7 else np.int16 if taps.count < 2**15 else np.int64
-    which, term = np.empty(block, index_type), np.empty(block, index_type)
-    mask, nan = np.empty(block, bool), np.empty(block, bool)
-    for rows in taps.blocks():
-        length = taps.run_length(rows)
-        b, w, m = best[:length], which[:length], mask[:length]
-        np.copyto(b, taps.run(0, rows))
-        w.fill(0)
-        for t in range(1, taps.count):  # which = max(which, taken * t)
-            value = taps.run(t, rows)
-            np.greater(value, b, out=m)
-            if rule.nan:
-                m |= np.isnan(value, out=nan[:length])
-            np.maximum(b, value, out=b)  # nan propagates, like the rule
-            np.multiply(m.view(index_type) if index_type == np.int8 else m, t, out=term[:length])
-            np.maximum(w, term[:length], out=w)
-        values[rows] = taps.grid(b)
-        chosen = direct.base + np.take(direct.tap_offsets, taps.grid(w))
-        np.equal(b, rule.lowest, out=m)
-        if m.any():
-            none = taps.grid(m)
-            chosen += none * (first_valid - chosen)
-        where[rows] = chosen
-    _finish(out, values)
-    _finish(indices, where)
-
-
-def sum_direct(x: np.ndarray, direct: Direct, dtype, divide, out) -> None:
-    """Window sums tap by tap over the flat runs of `Taps`, each block divided by ``divide``."""
-    _reduce_direct(x, direct, 0, dtype, np.add, divide, out)
-
-
-def max_values_direct(x: np.ndarray, direct: Direct, lowest, dtype, out) -> None:
-    """Window maxima tap by tap, without indices (a nan in a window propagates, as `MaxRule` takes it)."""
-    _reduce_direct(x, direct, lowest, dtype, np.maximum, lambda block, result: np.copyto(result, block), out)
-
-
-def max_values_strided(x: np.ndarray, kernel: tuple, stride: tuple, size: tuple, out) -> None:
-    """Window maxima of unpadded windows inside ``x`` (batch, channels, *spatial), each tap a
-    strided view of the input: one `np.maximum` per tap, straight into ``out``."""
-    for number, tap in enumerate(itertools.product(*(range(k) for k in kernel))):
-        view = x[(Ellipsis,) + tuple(slice(t, t + s * (n - 1) + 1, s) for t, s, n in zip(tap, stride, size))]
-        if number == 0:
-            np.copyto(out, view)
-        else:
-            np.maximum(out, view, out=out)
-
-
-def _reduce_direct(x: np.ndarray, direct: Direct, fill, dtype, ufunc, finish, out) -> None:
-    """``ufunc`` over every window's taps (the padding reads ``fill``), block of rows by block of
-    rows; ``finish(block, result)`` writes each block's reductions into the result."""
-    taps = direct.taps(x, fill, dtype)
-    result = _target(out, taps, dtype)
-    total = np.empty(taps.blocks()[0].stop * taps.pitch, dtype)
-    for rows in taps.blocks():
-        block = total[: taps.run_length(rows)]
-        np.copyto(block, taps.run(0, rows))
-        for t in range(1, taps.count):
-            ufunc(block, taps.run(t, rows), out=block)
-        finish(taps.grid(block), result[rows])
-    _finish(out, result)
 
 
 # -- one dim at a time, in van Herk / Gil-Werman blocks -------------------------------------
@@ -228,7 +125,7 @@ def reduce_windows(x: np.ndarray, axes, along) -> tuple[np.ndarray, np.ndarray |
 
 def _gather(x: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """``np.take_along_axis(x, positions, axis=1)`` for a contiguous (pre, n, post) ``x``, as one
-    flat `np.take` (several times faster)."""
+    flat `np.take` of flat positions."""
     pre, n, post = x.shape
     flat = positions * post
     flat += np.arange(0, pre * n * post, n * post)[:, None, None] + np.arange(post)

@@ -5,14 +5,13 @@ Two ``erf`` methods, by precision:
 * float32 (also used for float16 and bfloat16 results): ``erf(x) = x * P(x²) / Q(x²)`` on
   ``x`` clamped to ±3.7086 (where the rational reaches ±1; erf is within 2 ulp of ±1 there),
   a rational minimax approximation
-  accurate to about 4 ulp, evaluated with Horner's rule in blocks that stay in cache
-  (`ErfRational`). It runs at a fraction of the cost of the piecewise method and is what
-  GELU uses.
+  accurate to about 4 ulp, evaluated with Horner's rule in float32, block by block
+  (`ErfRational`). GELU uses it too.
 * float64: ``erf(x) = x * g(|x|)`` with ``g(a) = erf(a) / a``, which is smooth and keeps the
   relative accuracy of erf near zero. ``g`` is approximated piecewise on intervals of
   equal width up to ``top``: one polynomial per interval, in the local variable ``t`` in
   [-1, 1], evaluated with Horner's rule on coefficients gathered per element, with no
-  boolean masks (slow on unsorted data). The coefficients are Chebyshev interpolants of
+  boolean masks. The coefficients are Chebyshev interpolants of
   ``math.erf``, computed once when first needed. ``erfinv`` refines its float32 guesses
   with this method too: near ±1 it needs erf to better than the rational's few ulp.
 """
@@ -123,12 +122,11 @@ class ErfRational:
     of the ratio.
 
     Both polynomials are divided by Q's leading coefficient, so Q's Horner rule starts with one
-    addition; P's top terms run alone, then the last steps of both as one (2, block) array (half
-    the ufunc calls). In blocks of `BLOCK` elements: every pass reads and writes blocks that stay
-    in the L2 cache, the coefficients and clip bounds are 0-d arrays (a NumPy number costs a
-    conversion on every call). Measured on AVX2 with NumPy 2.4 this beats forming the powers of
-    ``xc²`` once and one (2, degree) matrix product by them: the product's M = 2 wastes most of
-    a BLAS kernel."""
+    addition; P's top terms run alone, then the last steps of both as one (2, block) array (the
+    same float32 operations per element as two separate Horner loops). In blocks of `BLOCK`
+    elements, so the scratch rows have a fixed size whatever the input's; the coefficients and
+    clip bounds are float32 0-d arrays. Every element goes through the same Horner steps in
+    float32, which is what ``limit`` is computed for."""
 
     BLOCK = 1 << 15
 

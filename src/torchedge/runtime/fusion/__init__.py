@@ -8,8 +8,7 @@ ExecuTorch and fused here, with no ``fuse_kernels=True`` program to make and shi
 
 Which rules run is `torchedge.fusion.FusionOptions`' choice (a level, rules switched off by
 name); the rules of `torchedge.fusion.rules` (patterns, and matchers for what a pattern cannot
-write) are applied by `patterns`, the recurrent cells by their walker (`recurrent`), each under
-its rule's name:
+write) are applied by `patterns`, each under its rule's name:
 
 * **attention** (rules `attention`, exact, and `fast_attention`, level ``all``): the math
   decomposition of ``scaled_dot_product_attention`` (q and kᵀ scaled, plain copies, ``bmm``, the
@@ -19,7 +18,7 @@ its rule's name:
 * **recurrent cells** (`recurrent`): an unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the hidden
   projection, the gates' split, sigmoids, tanhs, products and sums) becomes
   ``torchedge_fused::lstm_cell`` / ``gru_cell``'s kernel;
-* **inverted residual blocks** (`inverted_residual`): a 1x1 expansion, a depthwise convolution
+* **inverted residual blocks** (`inverted_residual`, level ``all``): a 1x1 expansion, a depthwise convolution
   and a 1x1 projection (their paddings and clamps; ``convolution`` or ``conv_bn_act``) on small
   planes become ``torchedge_fused::inverted_residual``'s channels-last kernel;
 * **convolution blocks** (`convolution_block`): zeros from a ``constant_pad_nd`` before a ``convolution``
@@ -52,7 +51,6 @@ from torchedge.fusion.options import FusionOptions
 from torchedge.kernels.registry import registering_module
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.patterns import pattern_rule
-from torchedge.runtime.fusion.recurrent import RECURRENT_ANCHORS, recurrent_cell
 from torchedge.runtime.steps import KERNEL, NOP, Step
 
 __all__ = ["Dataflow", "FusionOptions", "fuse_steps", "replaced_instructions"]
@@ -66,7 +64,7 @@ def fuse_steps(flow: Dataflow, options: FusionOptions | None = None) -> list[Ste
     for rule in (options or FusionOptions()).rules():  # the larger groups first: attention's copies are its own
         if "load" not in rule.stages:
             continue
-        anchors, apply = _applier(rule)
+        anchors, apply = rule.anchors, pattern_rule(rule)
         for pc in reversed(range(len(steps))):  # a group's root first: its last step
             step = flow.steps[pc]
             if step.kind != KERNEL or pc in taken or not _anchored(step.label, anchors) or not _portable(step.label):
@@ -100,14 +98,3 @@ def _portable(label: str) -> bool:
 
 def _anchored(label: str, anchors) -> bool:
     return label in anchors or label.split(".", 1)[0] in anchors
-
-
-def _applier(rule):
-    """(the labels or operators a match starts at; the function matching at such a step)."""
-    if rule.arguments is not None:
-        return rule.anchors, pattern_rule(rule)
-    return _WALKERS[rule.name]
-
-
-# The rules not yet written as patterns or matchers: (anchor operators, walker), by rule name.
-_WALKERS = {"recurrent": (RECURRENT_ANCHORS, recurrent_cell)}

@@ -23,9 +23,10 @@ from torchedge.fusion.pattern import MISSING
 from torchedge.fusion.rules import Rule
 from torchedge.kernels.argument_kinds import argument_kinds
 from torchedge.kernels.registry import get_kernel, has_kernel, output_shapes
-from torchedge.runtime.fusion.dataflow import Dataflow
+from torchedge.runtime.fusion.dataflow import BEFORE_RUN, Dataflow
 from torchedge.runtime.fusion.matching import PLAIN_COPIES, overlaps, plain_copy, replaceable
 from torchedge.runtime.steps import KERNEL, Step
+from torchedge.schema.program import TensorList
 
 __all__ = ["Read", "StepGraph", "pattern_rule"]
 
@@ -82,7 +83,23 @@ class StepGraph:
         if a == b:
             return True
         producer = self.flow.producer(a.pc, a.value)
-        return producer is not None and producer == self.flow.producer(b.pc, b.value)
+        if producer is not None:
+            return producer == self.flow.producer(b.pc, b.value)
+        # bytes no step wrote (an input, a constant): the same bytes, unwritten before either read
+        unwritten = ((), (BEFORE_RUN,))
+        sources = self.flow.sources(a.pc, a.value), self.flow.sources(b.pc, b.value)
+        return sources[0] == sources[1] and sources[0] in unwritten and self.flow.same_bytes(a.value, b.value)
+
+    def item(self, ref: Read) -> tuple | None:
+        producer = self.producer(ref)
+        out = MISSING if producer is None else self.argument(producer, "out")
+        schema = None if out is MISSING else self.flow.values.schema[out.value]
+        if not isinstance(schema, TensorList) or ref.value not in schema.items:
+            return None
+        return producer, list(schema.items).index(ref.value)
+
+    def order(self, pc) -> int:
+        return pc
 
     def readers(self, pc) -> tuple:
         out = self.argument(pc, "out")
@@ -110,49 +127,66 @@ def _apply(rule: Rule, flow: Dataflow, pc: int) -> list:
     found = rule.find(StepGraph(flow), pc)
     if found is None or not rule.guard(found) or not rule.pays(found):
         return []
-    fused = _fused_step(rule, flow, pc, rule.arguments(found), set(found.group), rule.describe(found))
-    return [] if fused is None else [(set(found.group), fused)]
+    for candidate in rule.candidates(found):
+        roots = [pc, *(candidate.nodes[n] for n in rule.results if n in candidate.nodes)]
+        group = set(candidate.group)
+        fused = _fused_step(rule, flow, rule.operator(candidate), rule.arguments(candidate), roots, group)
+        if fused is not None:
+            call, args, result = fused
+            return [(group, Step(KERNEL, call, args, result, rule.describe(candidate)))]
+    return []
 
 
-def _fused_step(rule: Rule, flow: Dataflow, root: int, arguments: dict, group: set[int], label: str) -> Step | None:
-    """The step calling ``rule.fused``'s kernel on ``arguments`` into the root step's result (its ``out``)."""
-    op = f"{rule.fused}.out"
-    names = [n for n in _argument_names(op) if n != "out"]
-    if set(arguments) != set(names):
-        raise TypeError(f"rule {rule.name!r} gives {sorted(arguments)}, {op} takes {names}")
-    out = StepGraph(flow).argument(root, "out").value
+def _outs(names) -> list[str]:
+    """The names of an out variant's outs: ``out``, or ``out0``, ``out1``, ..."""
+    return [n for n in names if n == "out" or (n.startswith("out") and n[3:].isdigit())]
+
+
+def _fused_step(rule: Rule, flow: Dataflow, fused: str, arguments: dict, roots: list[int], group: set[int]):
+    """(the call, its arguments, its result) of the step running ``fused``'s kernel on
+    ``arguments`` into the results (their ``out``) of ``roots``, the nodes whose results it
+    computes: the pattern's root, then the rule's ``results``."""
+    op = f"{fused}.out"
+    outs = _outs(_argument_names(op))
+    names = [n for n in _argument_names(op) if n not in outs]
+    if set(arguments) != set(names) or len(outs) != len(roots):
+        raise TypeError(f"rule {rule.name!r} gives {sorted(arguments)} and {len(roots)} results, {op} takes {names}")
+    results = [StepGraph(flow).argument(root, "out").value for root in roots]
     table = flow.values.values
     reads = [arguments[n] for n in names if isinstance(arguments[n], Read)]
-    if not replaceable(flow, group, [(root, out)], [tuple(r) for r in reads]):
+    if not replaceable(flow, group, list(zip(roots, results)), [tuple(r) for r in reads]):
         return None
-    result = table[out]
     call = [table[arguments[n].value] if isinstance(arguments[n], Read) else arguments[n] for n in names]
     try:
-        (shape,) = output_shapes(op, [*call, result])
+        shapes = output_shapes(op, [*call, *(table[r] for r in results)])
     except TorchEdgeError:
         return None  # arguments the kernel refuses: the steps run as written, their kernels judge them
-    if math.prod(shape) != result.size or any(table[r.value].dtype != result.dtype for r in reads):
-        return None
-    tensors = [r.value for r in reads]
+    for shape, result in zip(shapes, results):
+        if math.prod(shape) != table[result].size or any(table[r.value].dtype != table[result].dtype for r in reads):
+            return None
     guarded = [arguments[n].value for n in names if isinstance(arguments[n], Read) and n not in rule.reads_first]
-    scratch = np.empty(shape, result.dtype) if overlaps(flow, out, guarded) else None
+    outputs = []
+    for shape, result in zip(shapes, results):
+        scratch = np.empty(shape, table[result].dtype) if overlaps(flow, result, guarded) else None
+        outputs.append((tuple(shape), scratch))
     kernel = _Kernel(get_kernel(op).fn, tuple(names), {n: v for n, v in arguments.items() if not isinstance(v, Read)})
-    fn = functools.partial(kernel, tuple(shape), scratch)
-    return Step(KERNEL, fn, (*tensors, out), out, label)
+    return functools.partial(kernel, tuple(outs), tuple(outputs)), (*(r.value for r in reads), *results), results[0]
 
 
 class _Kernel:
-    """The fused step's call: the tensors read (in the kernel's order), then the out."""
+    """The fused step's call: the tensors read (in the kernel's order), then the outs."""
 
     def __init__(self, fn, names: tuple, literals: dict):
         self.fn, self.literals = fn, literals
         self.tensors = [n for n in names if n not in literals]
 
-    def __call__(self, shape: tuple, scratch, *arrays) -> None:
-        *inputs, out = arrays
-        arguments = dict(self.literals, **dict(zip(self.tensors, inputs)))
-        if scratch is None:
-            self.fn(**arguments, out=out.reshape(shape))
-        else:
-            self.fn(**arguments, out=scratch)
-            np.copyto(out.reshape(shape), scratch)
+    def __call__(self, outs: tuple, outputs: tuple, *arrays) -> None:
+        arguments = self.literals.copy()
+        arguments.update(zip(self.tensors, arrays))
+        results = arrays[len(self.tensors) :]
+        for name, out, (shape, scratch) in zip(outs, results, outputs):
+            arguments[name] = out.reshape(shape) if scratch is None else scratch
+        self.fn(**arguments)
+        for out, (shape, scratch) in zip(results, outputs):
+            if scratch is not None:
+                np.copyto(out.reshape(shape), scratch)
