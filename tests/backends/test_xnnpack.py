@@ -241,6 +241,23 @@ def test_node_kinds_match_executorch(name):
     _matches_executorch(buffer, [i.numpy() for i in inputs])
 
 
+def test_wide_3x3_convolutions_take_winograd_and_match_executorch(monkeypatch):
+    """Dense 3x3 stride-1 convolutions wide enough for the optimized kernels' Winograd step
+    (padded and not, a fused relu) run it on the NHWC values, within 1e-5 of XNNPACK itself."""
+    from torchedge.backends.xnnpack import nodes_linear_conv
+
+    calls = []
+    real = nodes_linear_conv.winograd_conv
+    monkeypatch.setattr(nodes_linear_conv, "winograd_conv", lambda *a: calls.append(1) or real(*a))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 48, 3, bias=False)
+    ).eval()
+    inputs = [torch.randn(2, 64, 15, 17)]
+    _matches_executorch(_lower(model, inputs), [i.numpy() for i in inputs])
+    assert len(calls) == 2
+
+
 # ----------------------------------------------------------------------------
 # Payloads built or altered here
 

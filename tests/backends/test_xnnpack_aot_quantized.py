@@ -95,7 +95,7 @@ def _inputs(shape, seed=0):
     return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)),)
 
 
-def _pt2e(model, inputs, per_channel: bool, dynamic: bool = False):
+def _pt2e(model, inputs, per_channel: bool, dynamic: bool = False, dynamic_shapes=None):
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
@@ -103,7 +103,8 @@ def _pt2e(model, inputs, per_channel: bool, dynamic: bool = False):
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     config = get_symmetric_quantization_config(is_per_channel=per_channel, is_dynamic=dynamic)
-    module = prepare_pt2e(torch.export.export(model.eval(), inputs).module(), XNNPACKQuantizer().set_global(config))
+    exported = torch.export.export(model.eval(), inputs, dynamic_shapes=dynamic_shapes)
+    module = prepare_pt2e(exported.module(), XNNPACKQuantizer().set_global(config))
     module(*inputs)
     return convert_pt2e(module)
 
@@ -344,3 +345,53 @@ def test_split_quantized_patterns_stay_outside_whole():
     with torch.no_grad():
         want = quantized(*inputs).numpy()
     assert np.max(np.abs(got - want)) <= 0.05 * np.max(np.abs(want))
+
+
+@functools.cache
+def _dynamic_tokens(kind: str):
+    """Two linear layers, torchao's 8da4w or PT2E's dynamic int8, exported with a dynamic
+    sequence length (1..8): (model, torchedge's .pte, ExecuTorch's .pte)."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as ETX
+    from executorch.exir import to_edge_transform_and_lower as et_lower
+    from torch.export import Dim
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 32)).eval()
+    if kind == "8da4w":
+        quant_api = pytest.importorskip("torchao.quantization.quant_api")
+        from torchao.quantization.granularity import PerGroup
+
+        config = quant_api.Int8DynamicActivationIntxWeightConfig(
+            weight_dtype=torch.int4, weight_granularity=PerGroup(32)
+        )
+        quant_api.quantize_(model, config)
+        inputs, dynamic = _inputs((1, 5, 64)), ({1: Dim("tokens", min=1, max=8)},)
+    else:
+        inputs, dynamic = _inputs((5, 64)), ({0: Dim("tokens", min=1, max=8)},)
+        model = _pt2e(model, inputs, per_channel=True, dynamic=True, dynamic_shapes=dynamic)
+    ours = to_edge_transform_and_lower(
+        torch.export.export(model, inputs, dynamic_shapes=dynamic), partitioner=[XnnpackPartitioner()]
+    )
+    theirs = et_lower(torch.export.export(model, inputs, dynamic_shapes=dynamic), partitioner=[ETX()])
+    return model, ours.to_executorch().buffer, theirs.to_executorch().buffer
+
+
+@pytest.mark.parametrize("kind", ["8da4w", "dynamic_int8"])
+def test_dynamic_quantized_linears_run_at_every_sequence_length(kind):
+    """Lowered whole at the upper bound, as ExecuTorch lowers them: at every length in range,
+    on both runtimes, ExecuTorch's lowering's result (within float rounding) and eager's within
+    the activations' quantization error."""
+    model, ours, theirs = _dynamic_tokens(kind)
+    assert _calls(ours) == _calls(theirs) == (0, 1)
+    for tokens in range(1, 9):
+        x = torch.randn(
+            *((1, tokens, 64) if kind == "8da4w" else (tokens, 64)), generator=torch.Generator().manual_seed(tokens)
+        )
+        want = executorch_run(theirs, [x.numpy()])[0]
+        scale = float(np.max(np.abs(want)))
+        for got in (executorch_run(ours, [x.numpy()])[0], torchedge_run(ours, [x.numpy()])[0]):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale)
+        with torch.no_grad():
+            eager = model(x).numpy()
+        np.testing.assert_allclose(want, eager, atol=0.05 * scale)

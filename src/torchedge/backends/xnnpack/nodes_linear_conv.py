@@ -7,8 +7,10 @@ convolution and transposed convolution [out, kh, kw, in/groups] (OHWI), depthwis
 one preallocated column matrix (im2col, NHWC rows) and multiplies it by the filter in one GEMM
 per group; a 1x1 convolution with unit stride multiplies the input itself. Depthwise
 convolutions reduce a strided window view of the input against the filter with one ``einsum``
-(NHWC keeps the channels contiguous). The portable kernels' convolutions are NCHW, so these are
-written for NHWC rather than reused through transposes. float16 values sum in float32.
+(NHWC keeps the channels contiguous). A dense 3x3 stride-1 float32 convolution with enough
+channels and tiles runs the optimized kernels' Winograd F(2x2, 3x3) on NCHW views of its NHWC
+values (its filter made OIHW once, at load), as the portable program's convolution does; the
+rest are written for NHWC. float16 values sum in float32.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from torchedge.backends.xnnpack.nhwc_windows import Window, padded_input
 from torchedge.backends.xnnpack.registry import builds
+from torchedge.kernels.optimized.convolution_winograd import winograd_conv, winograd_pays
 
 __all__: list[str] = []
 
@@ -130,6 +133,9 @@ def _conv2d(node, ctx):
     ctx.check(weight.shape == expected, f"filter has shape {list(weight.shape)}, expected {list(expected)} (OHWI)")
     bias = ctx.optional(node.bias_id)
     _check_bias(ctx, bias, groups * cout)
+    winograd = _winograd_step(x, weight, bias, window, out) if groups == 1 else None
+    if winograd is not None:
+        return winograd
     n, out_h, out_w, _ = out.shape
     # [groups, kh*kw*cin, cout]: each group's filter as the right-hand GEMM operand.
     acc = _accumulate(out.dtype)
@@ -169,6 +175,19 @@ def _conv2d(node, ctx):
             np.copyto(out_flat, target, casting="same_kind")
 
     return step
+
+
+def _winograd_step(x, weight, bias, window: Window, out):
+    """The Winograd step of a dense 3x3 stride-1 float32 convolution where it pays, else None."""
+    if window.kernel != (3, 3) or window.stride != (1, 1) or window.dilation != (1, 1) or out.dtype != np.float32:
+        return None
+    x_nchw, out_nchw = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
+    oihw = weight.transpose(0, 3, 1, 2).astype(np.float32)  # a copy of its own, kept read-only:
+    oihw.flags.writeable = False  # the kernel keeps its transform while the filter lives
+    if not winograd_pays(x_nchw, oihw, (1, 1), (1, 1), 1, out_nchw.shape[2:], out_nchw, np.dtype(np.float32)):
+        return None
+    top, _, _, left = window.padding
+    return functools.partial(winograd_conv, x_nchw, oihw, bias, (top, left), out_nchw)
 
 
 @builds("XNNDepthwiseConv2d")

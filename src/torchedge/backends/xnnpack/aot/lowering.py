@@ -23,7 +23,8 @@ converts (`Lowering.translate_in_float`), as ExecuTorch's lowering runs a pad th
 
 Float types and shapes. A partition computes in one float type (float32 or float16, `shapes`),
 and a value with dynamic dims is written at their upper bound (``lowers(..., dynamic=...)`` says
-where a translation holds at every size in range).
+where a translation holds at every size in range; inside quantized patterns, `QUANT_HOOKS.dynamic`:
+the dynamically quantized linear layers, whose parameters XNNPACK computes per call).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from torchedge.exir.ir import constant_value
 __all__ = [
     "NCHW",
     "NHWC",
+    "SYM_SIZE",
     "Lowering",
     "constant_array",
     "lowers",
@@ -61,6 +63,7 @@ __all__ = [
 NCHW, NHWC = "nchw", "nhwc"
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+SYM_SIZE, _VIEW = torch.ops.aten.sym_size.int, torch.ops.aten.view_copy.default
 
 
 @dataclass(frozen=True)
@@ -94,12 +97,13 @@ _QUANTIZED: dict = {}
 class _QuantHooks:
     """Set by `ops_quantized`: whether a node belongs to a quantized pattern (its inputs or
     result pass through ``quantized_decomposed`` operators), the parameters of a quantized
-    pattern node's result (None: float), and whether such a node may run in float32 between
-    converts."""
+    pattern node's result (None: float), whether such a node may run in float32 between
+    converts, and whether its translation holds at every size of its dynamic dims."""
 
     in_domain: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
     output_params: Callable[[torch.fx.Node, ExportedProgram], object] = lambda node, ep: None
     computes_in_float: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
+    dynamic: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
 
 
 QUANT_HOOKS = _QuantHooks()
@@ -176,8 +180,8 @@ def is_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
     if node.op != "call_function":
         return False
     if QUANT_HOOKS.in_domain(node, ep):
-        if any(dynamic_dims(n) for n in (node, *node.all_input_nodes)):
-            return False  # quantized patterns lower at static shapes only
+        if any(dynamic_dims(n) for n in (node, *node.all_input_nodes)) and not QUANT_HOOKS.dynamic(node, ep):
+            return False
         if _quantized_translation(node, ep) is not None:
             return True
         return QUANT_HOOKS.computes_in_float(node, ep) and _float_supported(node, ep)
@@ -204,6 +208,8 @@ def _float_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
     dtype = outputs[0].dtype  # one float type in and out: a partition holds one
     for n in node.all_input_nodes:
         val = n.meta.get("val")
+        if n.target is SYM_SIZE and node.target is _VIEW:
+            continue  # a reshape's dynamic size: the payload infers it
         if not (float_tensor(val) and val.dtype == dtype) and not _is_scalar_constant(n, ep):
             return False
     if any(dynamic_dims(n) for n in (node, *node.all_input_nodes)) and not translation.dynamic(node):
@@ -364,6 +370,8 @@ def lower_program(ep: ExportedProgram) -> bytes:
         if node.target is operator.getitem:
             lw.alias(node, node.args[0])
             continue
+        if node.target is SYM_SIZE:
+            continue  # read by reshapes, which infer it
         translation = _TRANSLATIONS.get(node.target)
         if translation is None or not is_supported(node, ep):
             raise ExportError(f"XNNPACK lowering: node '{node.name}' ({node.target}) is not supported")

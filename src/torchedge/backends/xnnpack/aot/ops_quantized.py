@@ -85,9 +85,21 @@ def _computes_in_float(node: torch.fx.Node, ep) -> bool:
     )
 
 
+def _holds_dynamic(node: torch.fx.Node, ep) -> bool:
+    """Dynamic activations and the linear layers reading them: XNNPACK quantizes per call."""
+    if is_call(node, CHOOSE, Q_DYNAMIC, DQ_DYNAMIC):
+        return True
+    if node.target is operator.getitem:
+        return is_call(node.args[0], CHOOSE)
+    if is_call(node, aten.addmm.default, aten.mm.default):
+        return is_dynamic_activation(node.args[1] if node.target == aten.addmm.default else node.args[0])
+    return False
+
+
 QUANT_HOOKS.in_domain = _in_domain
 QUANT_HOOKS.output_params = output_params
 QUANT_HOOKS.computes_in_float = _computes_in_float
+QUANT_HOOKS.dynamic = _holds_dynamic
 
 
 def _users_supported(node, ep) -> bool:

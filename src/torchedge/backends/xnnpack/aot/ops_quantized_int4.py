@@ -5,16 +5,16 @@ falls back to."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot.lowering import (
     _QUANTIZED,
     NCHW,
     QUANT_HOOKS,
+    SYM_SIZE,
     Lowering,
     constant_placeholder,
     is_supported,
@@ -22,6 +22,7 @@ from torchedge.backends.xnnpack.aot.lowering import (
     shape,
 )
 from torchedge.backends.xnnpack.aot.quantized_graph import D, bias_ok, float_bias, is_call, output_params
+from torchedge.backends.xnnpack.aot.shapes import dynamic_dims, reshape_dims, upper_bound
 
 __all__: list[str] = []
 
@@ -149,7 +150,9 @@ def _activation_cone(x, ep, order: dict) -> tuple[torch.fx.Node, list] | None:
         return None
     for node in cone:
         for arg in node.all_input_nodes:
-            if arg is not root and arg not in cone and constant_placeholder(arg, ep) is None:
+            if arg is root or arg in cone or arg.target is SYM_SIZE:  # a view's dynamic size
+                continue
+            if constant_placeholder(arg, ep) is None:
                 return None
         if node is not x and any(u not in cone for u in node.users):
             return None
@@ -160,7 +163,10 @@ def _activation_cone(x, ep, order: dict) -> tuple[torch.fx.Node, list] | None:
     val = root.meta.get("val")
     if not isinstance(val, torch.Tensor) or val.dtype != torch.float32 or not val.dim():
         return None
-    if val.shape[-1] != shape(x)[-1] or val.numel() != math.prod(shape(x)) or val.dim() > 6:
+    x_val = x.meta.get("val")
+    if len(dynamic_dims(x)) > 1 or val.dim() > 6 or upper_bound(val.shape[-1]) != shape(x)[-1]:
+        return None
+    if not statically_known_true(val.numel() == x_val.numel()):
         return None  # r's rows must be x's rows (a [1, tokens, dim] input viewed [tokens, dim])
     return root, sorted(cone, key=order.__getitem__)
 
@@ -231,9 +237,8 @@ def _int4_translate(lw: Lowering, node: torch.fx.Node) -> None:
         source = lw.get(root, NCHW)
         if tuple(lw.builder.tensor(source).dims) != shape(node):  # the same rows, flattened
             flat = lw.builder.value(shape(node))
-            lw.node(
-                "XNNStaticReshape", num_dims=2, new_shape=list(shape(node)), input_id=source, output_id=flat, flags=0
-            )
+            new_shape = reshape_dims(node)
+            lw.node("XNNStaticReshape", num_dims=2, new_shape=new_shape, input_id=source, output_id=flat, flags=0)
             source = flat
         per_token = s.PerTokenDynamicQuant(num_nonbatch_dims=1)
         out = lw.builder.quantized_value(shape(node), D.xnn_datatype_qdint8, per_token)
@@ -283,6 +288,17 @@ def _in_domain_or_int4(in_domain):
     return claims
 
 
+def _dynamic_or_int4(dynamic):
+    """`QUANT_HOOKS.dynamic` extended to the nodes of 8da4w linear layers (XNNPACK quantizes the
+    activation per call)."""
+
+    def holds(node: torch.fx.Node, ep) -> bool:
+        return dynamic(node, ep) or (node.target in _INT4_TARGETS and _int4_role(node, ep) is not None)
+
+    return holds
+
+
 for _target in _INT4_TARGETS:
     _with_int4(_target)
 QUANT_HOOKS.in_domain = _in_domain_or_int4(QUANT_HOOKS.in_domain)
+QUANT_HOOKS.dynamic = _dynamic_or_int4(QUANT_HOOKS.dynamic)

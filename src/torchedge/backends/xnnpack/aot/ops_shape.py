@@ -10,7 +10,7 @@ import torch
 
 from torchedge.backends.xnnpack.aot.builder import INVALID
 from torchedge.backends.xnnpack.aot.lowering import NCHW, NHWC, TO_NCHW, TO_NHWC, Lowering, lowers, shape
-from torchedge.backends.xnnpack.aot.shapes import any_dims
+from torchedge.backends.xnnpack.aot.shapes import any_dims, one_inferred, reshape_dims
 
 __all__: list[str] = []
 
@@ -39,7 +39,7 @@ def _reshape(lw: Lowering, node: torch.fx.Node) -> None:
     else:
         source = lw.get(x)
     out = lw.output(node)
-    dims = list(shape(node))
+    dims = reshape_dims(node)
     lw.node("XNNStaticReshape", num_dims=len(dims), new_shape=dims, input_id=source, output_id=out, flags=0)
 
 
@@ -51,8 +51,14 @@ def _expand_check(node, ep) -> bool:
     return shape(node) == shape(node.args[0])
 
 
-lowers(aten.view_copy.default, aten.squeeze_copy.dims, aten.squeeze_copy.dim, aten.unsqueeze_copy.default)(_reshape)
-lowers(aten.squeeze_copy.default)(_reshape)
+lowers(
+    aten.view_copy.default,
+    aten.squeeze_copy.dims,
+    aten.squeeze_copy.dim,
+    aten.unsqueeze_copy.default,
+    aten.squeeze_copy.default,
+    dynamic=one_inferred,
+)(_reshape)
 lowers(aten.expand_copy.default, check=_expand_check)(_reshape)
 
 

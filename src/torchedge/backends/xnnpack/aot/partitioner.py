@@ -17,7 +17,7 @@ from torch.export import ExportedProgram
 
 # The translations register themselves on import.
 from torchedge.backends.xnnpack.aot import ops_elementwise, ops_nn, ops_quantized, ops_quantized_int4, ops_shape  # noqa: F401
-from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, is_supported, lower_program
+from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, SYM_SIZE, is_supported, lower_program
 from torchedge.errors import ExportError
 from torchedge.exir.backend import (
     BackendDetails,
@@ -105,6 +105,7 @@ class XnnpackPartitioner(Partitioner):
             excluded |= split
             for node in gm.graph.nodes:
                 node.meta.pop(TAG_KEY, None)
+        _own_sizes(gm)
         if self.verbose:
             tagged = sum(1 for n in gm.graph.nodes if TAG_KEY in n.meta)
             print(f"XnnpackPartitioner: {tagged} nodes in {len(tags)} partitions ({time.perf_counter() - start:.3f} s)")
@@ -147,3 +148,23 @@ def _split_islands(gm, supported, known: dict) -> set:
         tags.setdefault(find(node), set()).add(node.meta.get(TAG_KEY))
     broken = {root for root, found in tags.items() if len(found) > 1 or None in found}
     return {node for node in members if find(node) in broken}
+
+
+def _own_sizes(gm) -> None:
+    """Each partition whose reshapes read a dynamic size (``sym_size``) gets a copy of that node
+    of its own, so that no size crosses a delegate's boundary (the payload infers it)."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not SYM_SIZE or TAG_KEY in node.meta:
+            continue
+        by_tag: dict = {}
+        for user in list(node.users):
+            if TAG_KEY in user.meta:
+                by_tag.setdefault(user.meta[TAG_KEY], []).append(user)
+        for tag, users in by_tag.items():
+            with gm.graph.inserting_after(node):
+                copy = gm.graph.call_function(SYM_SIZE, node.args, node.kwargs)
+            copy.meta = {**node.meta, TAG_KEY: tag}
+            for user in users:
+                user.replace_input_with(node, copy)
+        if not node.users:
+            gm.graph.erase_node(node)

@@ -8,7 +8,17 @@ import torch
 
 from torchedge.errors import ExportError
 
-__all__ = ["FLOAT_TYPES", "any_dims", "dynamic_dims", "float_tensor", "leading_only", "shape", "upper_bound"]
+__all__ = [
+    "FLOAT_TYPES",
+    "any_dims",
+    "dynamic_dims",
+    "float_tensor",
+    "leading_only",
+    "one_inferred",
+    "reshape_dims",
+    "shape",
+    "upper_bound",
+]
 
 FLOAT_TYPES = (torch.float32, torch.float16)
 _MAX_DIMS = 6  # XNN_MAX_TENSOR_DIMS
@@ -66,3 +76,15 @@ def any_dims(node: torch.fx.Node) -> bool:
 def leading_only(node: torch.fx.Node) -> bool:
     """Dynamic dims only in the first position (a batch), in the result and every input."""
     return all(dynamic_dims(n) <= {0} for n in (node, *node.all_input_nodes))
+
+
+def one_inferred(node: torch.fx.Node) -> bool:
+    """At most one dynamic dim in the result: XNNPACK's reshape infers it (a 0 in ``new_shape``)
+    from the input's size at run time."""
+    return len(dynamic_dims(node)) <= 1
+
+
+def reshape_dims(node: torch.fx.Node) -> list[int]:
+    """``node``'s dims as a reshape's ``new_shape``: its dynamic dim (at most one) as 0."""
+    dynamic = dynamic_dims(node)
+    return [0 if i in dynamic else d for i, d in enumerate(shape(node))]
