@@ -60,7 +60,7 @@ class GraphBuilder:
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
-        self._arrays: dict[str, np.ndarray] = {}  # initializer name -> its value
+        self._arrays: dict[str, np.ndarray] = {}  # constant's value name (initializer or Reshape of one) -> its value
         self._values: dict[torch.fx.Node, str | list[str]] = {}
         self._cache: dict[tuple, str] = {}  # shared small constants and casts
         self._taken: set[str] = set()
@@ -94,12 +94,12 @@ class GraphBuilder:
                 else self.emit("Reshape", [same_bytes, self.int64s(array.shape)])
             )
             self._cache.setdefault(contents, self._cache[key])
+            self._arrays[self._cache[key]] = array
         return self._cache[key]
 
     def _initializer(self, array: np.ndarray, hint: str) -> str:
         name = self.fresh(hint)
         self.initializers.append(numpy_helper.from_array(array, name))
-        self._arrays[name] = array
         return name
 
     def constant_array(self, node: torch.fx.Node) -> np.ndarray:

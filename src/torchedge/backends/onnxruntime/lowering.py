@@ -81,10 +81,30 @@ def is_supported(node: torch.fx.Node) -> bool:
     lowering = lowering_for(node.target)
     if lowering is None:
         return False
-    static = _has_static_rows if lowering.dynamic_rows else _is_static_tensor
-    if not all(static(v) for v in _tensor_values(node)):
+    values = _tensor_values(node)
+    if lowering.dynamic_rows:
+        if not all(_is_static_tensor(v) or _has_static_rows(v) for v in values) or not _sizes_from_inputs(node):
+            return False
+    elif not all(_is_static_tensor(v) for v in values):
         return False
     return lowering.accepts(NodeArgs(node))
+
+
+def _symbols(val) -> set[str]:
+    return {str(s) for s in val.shape if not isinstance(s, int)}
+
+
+def _sizes_from_inputs(node: torch.fx.Node) -> bool:
+    """Each symbolic size of the node's outputs is one of its inputs' sizes, so that a delegate's
+    outputs take their sizes from its inputs' (the runtime resizes them by symbol)."""
+    own = node.meta.get("val")
+    outputs = list(own) if isinstance(own, (list, tuple)) else [own]
+    known = set().union(*(_symbols(n.meta["val"]) for n in node.all_input_nodes if _has_meta_tensor(n)))
+    return all(_symbols(v) <= known for v in outputs)
+
+
+def _has_meta_tensor(node: torch.fx.Node) -> bool:
+    return isinstance(node.meta.get("val"), torch.Tensor)
 
 
 def _describe(node: torch.fx.Node) -> str:

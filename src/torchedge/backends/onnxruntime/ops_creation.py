@@ -1,6 +1,7 @@
 """Operators that create tensors from literals (full, full_like, scalar_tensor, arange): emitted as constants.
 
-Shapes are static, so these are evaluated once, here, with PyTorch itself.
+Static shapes are evaluated once, here, with PyTorch itself; ``full_like`` of a tensor with a
+symbolic size is its fill value expanded to that tensor's shape at run time.
 `to_edge` usually folds them already; they remain when ``fold_constants`` is off.
 """
 
@@ -22,7 +23,16 @@ def _placeholder_value(node: torch.fx.Node) -> torch.Tensor:
     return torch.zeros([int(s) for s in val.shape], dtype=val.dtype)
 
 
-@lowers(aten.full.default, aten.full_like.default, aten.scalar_tensor.default, aten.arange.start_step)
+@lowers(aten.full_like.default, dynamic_rows=True)
+def _full_like(g: GraphBuilder, a: NodeArgs) -> str:
+    """A constant for a static shape; the fill value expanded to the input's shape for a symbolic one."""
+    if all(isinstance(s, int) for s in a.out.shape):
+        return _evaluated(g, a)
+    fill = g.scalar(a["fill_value"], a.out_dtype)
+    return g.emit("Expand", [fill, g.emit("Shape", [g.tensor(a["self"])])])
+
+
+@lowers(aten.full.default, aten.scalar_tensor.default, aten.arange.start_step)
 def _evaluated(g: GraphBuilder, a: NodeArgs) -> str:
     node = a.node
     args = torch.fx.node.map_arg(node.args, _placeholder_value)

@@ -2,6 +2,8 @@
 
 Operands are cast to the dtype PyTorch computes in (the node's output dtype, or
 the promoted input dtype for comparisons): ONNX operators need equal input types.
+Broadcasting is ONNX's own, so the arithmetic, comparisons, logic, ``where`` and unary
+math read no sizes and take tensors with symbolic sizes (``dynamic_rows``).
 """
 
 from __future__ import annotations
@@ -104,10 +106,10 @@ def _logical(onnx_op: str):
 
 
 for _op, (_onnx_op, _dtypes) in _UNARY.items():
-    lowers(_op, dtypes=_dtypes)(_unary(_onnx_op))
+    lowers(_op, dtypes=_dtypes, dynamic_rows=True)(_unary(_onnx_op))
 for _op, _onnx_op in _ARITHMETIC.items():
-    lowers(_op, dtypes=NUMERIC)(_binary(_onnx_op, "self", "other"))
-lowers(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar, dtypes=NUMERIC)(
+    lowers(_op, dtypes=NUMERIC, dynamic_rows=True)(_binary(_onnx_op, "self", "other"))
+lowers(aten.pow.Tensor_Tensor, aten.pow.Tensor_Scalar, aten.pow.Scalar, dtypes=NUMERIC, dynamic_rows=True)(
     _binary("Pow", "self", "exponent")
 )
 for _name, (_onnx_op, _negate) in _COMPARISONS.items():
@@ -117,12 +119,13 @@ for _name, (_onnx_op, _negate) in _COMPARISONS.items():
         _packet.Scalar,
         dtypes=(NUMERIC | _BOOL) if _onnx_op == "Equal" else NUMERIC,
         dtype_of=NodeArgs.promoted,
+        dynamic_rows=True,
     )(_comparison(_onnx_op, _negate))
 for _op, _onnx_op in _LOGICAL.items():
-    lowers(_op, dtypes=_BOOL)(_logical(_onnx_op))
+    lowers(_op, dtypes=_BOOL, dynamic_rows=True)(_logical(_onnx_op))
 
 
-@lowers(aten.rsqrt.default, dtypes=FLOATS)
+@lowers(aten.rsqrt.default, dtypes=FLOATS, dynamic_rows=True)
 def _rsqrt(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("Reciprocal", [g.emit("Sqrt", [g.tensor(a["self"], a.out_dtype)])])
 
@@ -144,12 +147,12 @@ def _log1p(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("Mul", [x, factor])
 
 
-@lowers(aten.logical_not.default, aten.bitwise_not.default, dtypes=_BOOL)
+@lowers(aten.logical_not.default, aten.bitwise_not.default, dtypes=_BOOL, dynamic_rows=True)
 def _not(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("Not", [g.tensor(a["self"], torch.bool)])
 
 
-@lowers(aten.where.self, dtypes=NUMERIC | {torch.bool, torch.uint8})
+@lowers(aten.where.self, dtypes=NUMERIC | {torch.bool, torch.uint8}, dynamic_rows=True)
 def _where(g: GraphBuilder, a: NodeArgs) -> str:
     dtype = a.out_dtype
     return g.emit(

@@ -22,7 +22,11 @@ def _gather(g: GraphBuilder, data, indices: str, axis: int) -> str:
     return g.emit("Gather", [g.tensor(data), indices], axis=int(axis))
 
 
-@lowers(aten.slice_copy.Tensor, check=lambda a: a.rank() >= 1)
+def _static_bounds(a: NodeArgs) -> bool:
+    return a.rank() >= 1 and all(a[name] is None or isinstance(a[name], int) for name in ("start", "end"))
+
+
+@lowers(aten.slice_copy.Tensor, check=_static_bounds, dynamic_rows=True)
 def _slice(g: GraphBuilder, a: NodeArgs) -> str:
     start = 0 if a["start"] is None else int(a["start"])
     end = _INT64_MAX if a["end"] is None else min(int(a["end"]), _INT64_MAX)

@@ -48,7 +48,7 @@ def _convolution(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("Conv", inputs, **attributes)
 
 
-@lowers(aten.mm.default, aten.bmm.default, dtypes=NUMERIC)
+@lowers(aten.mm.default, aten.bmm.default, dtypes=NUMERIC, dynamic_rows=True)
 def _matmul(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("MatMul", [g.tensor(a["self"]), g.tensor(a["mat2"])])
 
@@ -125,7 +125,9 @@ def _softmax(onnx_op: str):
 
 
 for _op, _onnx_op in ((aten._softmax.default, "Softmax"), (aten._log_softmax.default, "LogSoftmax")):
-    lowers(_op, dtypes=FLOATS, check=lambda a: not a["half_to_float"] and a.rank() >= 1)(_softmax(_onnx_op))
+    lowers(_op, dtypes=FLOATS, check=lambda a: not a["half_to_float"] and a.rank() >= 1, dynamic_rows=True)(
+        _softmax(_onnx_op)
+    )
 
 
 def _pool_attributes(a: NodeArgs) -> dict:

@@ -42,19 +42,19 @@ def _reduction(op_type: str):
     return translate
 
 
-lowers(aten.mean.dim, aten.mean.default, dtypes=FLOATS)(_reduction("ReduceMean"))
-lowers(aten.sum.dim_IntList, dtypes=NUMERIC)(_reduction("ReduceSum"))
-lowers(aten.amax.default, dtypes=NUMERIC)(_reduction("ReduceMax"))
-lowers(aten.amin.default, dtypes=NUMERIC)(_reduction("ReduceMin"))
+lowers(aten.mean.dim, aten.mean.default, dtypes=FLOATS, dynamic_rows=True)(_reduction("ReduceMean"))
+lowers(aten.sum.dim_IntList, dtypes=NUMERIC, dynamic_rows=True)(_reduction("ReduceSum"))
+lowers(aten.amax.default, dtypes=NUMERIC, dynamic_rows=True)(_reduction("ReduceMax"))
+lowers(aten.amin.default, dtypes=NUMERIC, dynamic_rows=True)(_reduction("ReduceMin"))
 
 
-@lowers(aten.any.dim, aten.any.dims, aten.any.default)
+@lowers(aten.any.dim, aten.any.dims, aten.any.default, dynamic_rows=True)
 def _any(g: GraphBuilder, a: NodeArgs) -> str:
     """The maximum of the truth values taken as int32 (the output is bool, or uint8 for uint8 input)."""
     truth = g.cast(g.tensor(a["self"], torch.bool), torch.int32)
     return g.cast(_reduce(g, "ReduceMax", truth, a), a.out_dtype)
 
 
-@lowers(aten.cumsum.default, dtypes=NUMERIC, check=lambda a: a.rank() >= 1)
+@lowers(aten.cumsum.default, dtypes=NUMERIC, check=lambda a: a.rank() >= 1, dynamic_rows=True)
 def _cumsum(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("CumSum", [g.tensor(a["self"], a.out_dtype), g.scalar(int(a["dim"]), torch.int64)])

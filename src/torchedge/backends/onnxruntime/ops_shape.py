@@ -1,6 +1,8 @@
 """Shape and data-movement operators: reshapes, transposes, expand, cat, split, pad, flip, copies, casts.
 
-Shapes are static: a reshape-like operator reshapes to its output's meta shape.
+A reshape-like operator reshapes to its output's meta shape; where a size is symbolic (the
+tokens of a call), it must be the input's size at that position, which Reshape copies (0) and
+Expand keeps (1).
 Core-ATen decomposition leaves one spelling of each view (``t`` and ``transpose``
 arrive as ``permute_copy``, ``squeeze(dim)`` as ``squeeze_copy.dims``, ``unbind``
 and ``split`` as ``split_with_sizes_copy``), so only that one is translated.
@@ -22,32 +24,75 @@ def _reshape(g: GraphBuilder, x: str, shape: list[int]) -> str:
     return g.emit("Reshape", [x, g.int64s(shape)], allowzero=1 if 0 in shape else None)
 
 
-@lowers(aten.view_copy.default, aten.unsqueeze_copy.default, aten.squeeze_copy.dims)
+@lowers(aten.squeeze_copy.dims)
 def _to_output_shape(g: GraphBuilder, a: NodeArgs) -> str:
     return _reshape(g, g.tensor(a["self"]), a.out_shape)
 
 
-@lowers(aten.clone.default, aten.alias_copy.default, aten._to_copy.default)
+def _kept_sizes(a: NodeArgs, keep: int) -> list[int | None]:
+    """The output's sizes, each symbolic one replaced by ``keep`` where it is the input's size at the
+    same position (counted from the start for Reshape's 0, from the end for Expand's 1), by None
+    where it is not."""
+    sizes, source = list(a.out.shape), list[object](a.val("self").shape)
+    if keep == 1:  # Expand aligns the trailing dimensions
+        source = [None] * (len(sizes) - len(source)) + source
+    return [
+        size if isinstance(size, int) else keep if i < len(source) and str(source[i]) == str(size) else None
+        for i, size in enumerate(sizes)
+    ]
+
+
+def _expand_target(a: NodeArgs) -> list[int] | None:
+    target = _kept_sizes(a, 1)
+    return None if None in target else [int(s) for s in target if s is not None]
+
+
+def _reshape_target(a: NodeArgs) -> list[int] | None:
+    """Reshape's shape: the static sizes, 0 (copy the input's) for a symbolic one at the input's
+    position, -1 for at most one other; None where that does not fit, or a static 0 would be read
+    as "copy" too."""
+    target = _kept_sizes(a, 0)
+    symbolic = not all(isinstance(s, int) for s in a.out.shape)
+    if symbolic and (target.count(None) > 1 or any(isinstance(s, int) and s == 0 for s in a.out.shape)):
+        return None
+    return [-1 if s is None else s for s in target]
+
+
+@lowers(aten.view_copy.default, check=lambda a: _reshape_target(a) is not None, dynamic_rows=True)
+def _view(g: GraphBuilder, a: NodeArgs) -> str:
+    target = _reshape_target(a)
+    if all(isinstance(s, int) for s in a.out.shape):
+        return _reshape(g, g.tensor(a["self"]), target)
+    return g.emit("Reshape", [g.tensor(a["self"]), g.int64s(target)])
+
+
+@lowers(aten.unsqueeze_copy.default, dynamic_rows=True)
+def _unsqueeze(g: GraphBuilder, a: NodeArgs) -> str:
+    return g.emit("Unsqueeze", [g.tensor(a["self"]), g.int64s([int(a["dim"]) % (a.rank() + 1)])])
+
+
+@lowers(aten.clone.default, aten.alias_copy.default, aten._to_copy.default, dynamic_rows=True)
 def _copy(g: GraphBuilder, a: NodeArgs) -> str:
     """ONNX values are immutable, so a copy is the value itself, cast to the output dtype
     (device, layout and memory format do not exist in an ONNX graph)."""
     return g.tensor(a["self"], a.out_dtype)
 
 
-@lowers(aten.permute_copy.default, check=lambda a: a.rank() >= 1)
+@lowers(aten.permute_copy.default, check=lambda a: a.rank() >= 1, dynamic_rows=True)
 def _permute(g: GraphBuilder, a: NodeArgs) -> str:
     return g.emit("Transpose", [g.tensor(a["self"])], perm=[int(d) % a.rank() for d in a["dims"]])
 
 
-@lowers(aten.expand_copy.default)
+@lowers(aten.expand_copy.default, check=lambda a: _expand_target(a) is not None, dynamic_rows=True)
 def _expand(g: GraphBuilder, a: NodeArgs) -> str:
-    return g.emit("Expand", [g.tensor(a["self"]), g.int64s(a.out_shape)])
+    """Expand to the output's sizes; a symbolic one is 1 there (the input's size broadcasts)."""
+    return g.emit("Expand", [g.tensor(a["self"]), g.int64s(_expand_target(a))])
 
 
-@lowers(aten.cat.default)
+@lowers(aten.cat.default, dynamic_rows=True)
 def _cat(g: GraphBuilder, a: NodeArgs) -> str:
     """Concat in the output dtype, leaving out the 1-D empty tensors ``cat`` accepts beside any shape."""
-    rank = len(a.out_shape)
+    rank = a.out.dim()
     parts = [t for t in a["tensors"] if rank == 1 or tuple(t.meta["val"].shape) != (0,)]
     return g.emit("Concat", [g.tensor(t, a.out_dtype) for t in parts], axis=int(a["dim"]) % rank)
 

@@ -7,6 +7,7 @@ from torch.export import ExportedProgram
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
 from torchedge.backends.onnxruntime.payload import write_payload
+from torchedge.backends.onnxruntime.symbolic_sizes import infer_symbolic_sizes
 from torchedge.exir.backend import (
     BackendDetails,
     CompileSpec,
@@ -44,6 +45,7 @@ class OnnxRuntimePartitioner(Partitioner):
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         # State updates stay portable, where they write only the new rows into the buffer itself.
         updates = {m.value for m in mutations(exported_program.graph_signature)}
+        infer_symbolic_sizes(exported_program.graph_module)
         tags = tag_supported_partitions(
             exported_program.graph_module,
             lambda node: node.name not in updates and is_supported(node),

@@ -71,6 +71,8 @@ class _Session:
     outputs: list[str]
     binding: object
     bound_to: tuple = ()  # the arrays the binding currently points at (kept alive, compared by identity)
+    bound_layout: tuple | None = None  # their memory (address, shape, strides, dtype), for new views of it
+    sized_for: tuple | None = None  # the arguments' shapes when no output needed a new array
     signature: tuple = ()  # (inputs, outputs) as `_signature` describes them
     profiling: bool = False  # ONNX Runtime's profiler is on (the program is traced)
     symbolic_outputs: bool = False  # some output size is a symbolic dimension (set from the inputs' sizes)
@@ -180,13 +182,14 @@ class OnnxRuntimeDelegate(BackendInterface):
         resized = _resized_outputs(handle, args, n) if handle.symbolic_outputs else None
         if resized:
             args = [resized.get(i, a) for i, a in enumerate(args)]
-        bound = handle.bound_to
-        if not resized and len(bound) == len(args) and all(map(is_, args, bound)):
+        elif _still_bound(handle, args):
             handle.run()
             return None
         self._bind_and_run(handle, args, n)
         # Only arrays bound in place can be reused; a staged (non-contiguous) output needs its copy-back.
-        handle.bound_to = tuple(args) if not resized and all(a.flags.c_contiguous for a in args) else ()
+        reusable = not resized and all(a.flags.c_contiguous for a in args)
+        handle.bound_to = tuple(args) if reusable else ()
+        handle.bound_layout = _layout(args) if reusable else None
         return resized
 
     def profile(self, handle: _Session) -> list[list[tuple[str, int, int]]]:
@@ -247,9 +250,40 @@ class OnnxRuntimeDelegate(BackendInterface):
             np.copyto(out, target)
 
 
+def _layout(args) -> tuple | None:
+    """Where and how each array lies in memory (None if some argument is not an array)."""
+    if not all(isinstance(a, np.ndarray) for a in args):
+        return None
+    return tuple((a.__array_interface__["data"][0], a.shape, a.strides, a.dtype) for a in args)
+
+
+def _still_bound(handle: _Session, args) -> bool:
+    """The binding points at these arrays' memory: the same arrays, or new views (a dynamic
+    shape's value is viewed again each run) of the same bytes at the same shape."""
+    bound = handle.bound_to
+    if len(bound) != len(args):
+        return False
+    if all(map(is_, args, bound)):
+        return True
+    if handle.bound_layout is None or _layout(args) != handle.bound_layout:
+        return False
+    handle.bound_to = tuple(args)
+    return True
+
+
 def _resized_outputs(handle: _Session, args, n: int) -> dict[int, np.ndarray]:
     """New arrays for the outputs whose shape this run (symbolic sizes taken from the inputs')
-    differs from their argument's, by argument position."""
+    differs from their argument's, by argument position; none while the arguments' shapes are
+    those of a run that needed none."""
+    shapes = tuple(getattr(a, "shape", None) for a in args)
+    if shapes == handle.sized_for:
+        return {}
+    resized = _new_outputs(handle, args, n)
+    handle.sized_for = None if resized else shapes
+    return resized
+
+
+def _new_outputs(handle: _Session, args, n: int) -> dict[int, np.ndarray]:
     inputs, outputs = handle.signature
     sizes: dict[str, int] = {}
     for (_, _, dims), array in zip(inputs, args[:n]):
