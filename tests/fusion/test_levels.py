@@ -8,9 +8,9 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from tests.conftest import torchedge_compile
+from tests.fusion.attention_model import Attention
 from torchedge.errors import InputError
 from torchedge.fusion import FusionOptions
 from torchedge.fusion import options as fusion_options_module
@@ -18,16 +18,6 @@ from torchedge.fusion.rules import RULES
 from torchedge.models import load_model
 from torchedge.runtime import Runtime
 from torchedge.runtime.steps import NOP
-
-
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.qkv = nn.Linear(16, 48)
-
-    def forward(self, x):
-        q, k, v = self.qkv(x).reshape(1, -1, 3, 2, 8).permute(2, 0, 3, 1, 4)
-        return nn.functional.scaled_dot_product_attention(q, k, v)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from tests.conftest import assert_matches, torch_outputs, torchedge_compile
+from tests.fusion.attention_model import Attention
 from torchedge.exir.config import ExecutorchBackendConfig
 from torchedge.exir.passes import kernel_fusion
 from torchedge.exir.passes.kernel_fusion import FuseKernelsPass
@@ -22,16 +23,6 @@ from torchedge.fusion import FusionOptions
 from torchedge.fusion.rules import RULES
 from torchedge.runtime import Runtime
 from torchedge.runtime.fusion import replaced_instructions
-
-
-class Attention(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.qkv = nn.Linear(16, 48)
-
-    def forward(self, x):
-        q, k, v = self.qkv(x).reshape(1, -1, 3, 2, 8).permute(2, 0, 3, 1, 4)
-        return nn.functional.scaled_dot_product_attention(q, k, v)
 
 
 class Linear(nn.Module):

@@ -14,6 +14,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.generation.hf_support import byte_level_bpe
 from torchedge.generation import Stats, TextGenerator, Tokenizer
 from torchedge.runtime import Runtime
 
@@ -31,18 +32,9 @@ TEXT = (
 
 @pytest.fixture(scope="module")
 def tokenizer_path(tmp_path_factory):
-    """A byte-level BPE whose alphabet is the ASCII of `TEXT` only: every token decodes to whole
-    characters, so ExecuTorch's runner can hand each one to Python as a str."""
-    from tokenizers import Tokenizer as Backend
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
-    backend = Backend(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["<pad>", "<s>", "</s>"], show_progress=False)
-    backend.train_from_iterator(TEXT, trainer)
+    """`byte_level_bpe` on `TEXT`, saved as tokenizer.json."""
     path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
-    backend.save(str(path))
+    byte_level_bpe(TEXT).save(str(path))
     return path
 
 

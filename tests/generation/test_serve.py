@@ -25,23 +25,11 @@ from tests.generation.serve_support import (  # noqa: E402
     PROMPTS,
     Reference,
     ServeProcess,
-    export_llama_kv,
 )
-from torchedge.generation import ChatTemplate, StopText, Tokenizer  # noqa: E402
+from torchedge.generation import ChatTemplate, StopText  # noqa: E402
 from torchedge.generation.chat import DEFAULT_CHAT_TEMPLATE  # noqa: E402
 from torchedge.generation.serving.app import ModelServer  # noqa: E402
 from torchedge.generation.serving.server import ServerThread  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def llama_kv(tmp_path_factory):
-    pytest.importorskip("transformers")
-    return export_llama_kv(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(llama_kv):
-    return Tokenizer.from_file(llama_kv[1])
 
 
 @pytest.fixture(scope="module")

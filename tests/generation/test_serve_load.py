@@ -23,11 +23,9 @@ from tests.generation.serve_support import (  # noqa: E402
     Reference,
     ServeProcess,
     SlowProgram,
-    export_llama_kv,
     health,
     wait_until,
 )
-from torchedge.generation import Tokenizer  # noqa: E402
 from torchedge.generation.serving.app import ModelServer  # noqa: E402
 from torchedge.generation.serving.server import ServerThread  # noqa: E402
 from torchedge.runtime import Runtime  # noqa: E402
@@ -36,17 +34,6 @@ from torchedge.runtime.data_loader import loader_for  # noqa: E402
 LOAD_PROMPTS = [*PROMPTS, "It read one token at a time and remembered every one of them. " * 6]
 CLIENTS, REQUESTS, SLOTS = 16, 8, 4
 RSS_GROWTH_LIMIT = 32 << 20
-
-
-@pytest.fixture(scope="module")
-def llama_kv(tmp_path_factory):
-    pytest.importorskip("transformers")
-    return export_llama_kv(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(llama_kv):
-    return Tokenizer.from_file(llama_kv[1])
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import pytest
 from tests.kernels.oracle import assert_reassociated, random_array
 from torchedge.kernels import registry
 from torchedge.kernels.optimized import pooling as fast
-from torchedge.kernels.optimized import tuning
 
 NEVER_STRIDED = {"pool_strided_taps": 0}
 BLOCKS = {"pool_strided_taps": 0, "pool_direct_taps": 0}
@@ -49,20 +48,6 @@ def taken(monkeypatch):
 
         monkeypatch.setattr(fast, name, wrapper)
     return called
-
-
-@pytest.fixture
-def forced():
-    names: list[str] = []
-
-    def apply(overrides):
-        for name, value in overrides.items():
-            tuning.set_tuning(name, value)
-            names.append(name)
-
-    yield apply
-    for name in names:
-        tuning.set_tuning(name, None)
 
 
 def _input(shape, dtype, nan: bool):

@@ -21,7 +21,7 @@ import pytest
 from tests.kernels.oracle import NP_BF16, assert_reassociated, random_array
 from torchedge.kernels import registry
 from torchedge.kernels.optimized import convolution as fast
-from torchedge.kernels.optimized import convolution_columns, tuning
+from torchedge.kernels.optimized import convolution_columns
 from torchedge.kernels.portable import convolution as reference
 
 PORTABLE = Path(reference.__file__).parent
@@ -165,21 +165,6 @@ def spies(monkeypatch):
     for name in ("_depthwise_tap_by_tap", "_depthwise_by_product"):
         spy(convolution_columns, name, lambda _, name=name: name)
     return called
-
-
-@pytest.fixture
-def forced():
-    """Apply tuning overrides for one test, then restore the defaults."""
-    names: list[str] = []
-
-    def apply(overrides):
-        for name, value in overrides.items():
-            tuning.set_tuning(name, value)
-            names.append(name)
-
-    yield apply
-    for name in names:
-        tuning.set_tuning(name, None)
 
 
 def _conv_args(rng, xs, ws, groups, dtype, bias: bool, transposed=False):

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from torchedge.kernels.optimized.fused import attention_dims, check_float
+from torchedge.kernels.optimized.fused import attention_dims, attention_operands
 from torchedge.kernels.optimized.scratch import per_call, scratch
 from torchedge.kernels.optimized.tuning import tuned
-from torchedge.kernels.portable.common import check, quiet
+from torchedge.kernels.portable.common import quiet
 from torchedge.kernels.registry import register_kernel
 
 __all__ = ["attention_exact"]
@@ -35,10 +35,7 @@ def _shape(op: str, query, key, value, mask, q_scale, k_scale, out) -> list[tupl
 def attention_exact(query, key, value, mask, q_scale, k_scale, out):
     """``where(all(s == -inf), 0, softmax(s)) @ value`` with ``s = (query * q_scale) @ (keyᵀ *
     k_scale) + mask`` over (..., S, D) tensors, computed as the decomposition's steps compute it."""
-    dtype = check_float(_OP, query, key, value, out)
-    batch, sq, sk = attention_dims(_OP, query, key, value, False)
-    expected = query.shape[:-1] + value.shape[-1:]
-    check(tuple(out.shape) == expected, _OP, f"out has shape {list(out.shape)}, expected {list(expected)}")
+    dtype, batch, sq, sk = attention_operands(_OP, query, key, value, out, False)
     if out.size == 0:
         return
     heads = (-1,)

@@ -85,6 +85,16 @@ def attention_dims(op: str, query, key, value, interleaved: bool) -> tuple:
     return batch, q[-lead], k[-lead]
 
 
+def attention_operands(op: str, query, key, value, out, interleaved: bool) -> tuple:
+    """Check the dtypes and shapes of an attention's operands and ``out``; return (dtype, batch,
+    sq, sk) (`check_float`, `attention_dims`)."""
+    dtype = check_float(op, query, key, value, out)
+    batch, sq, sk = attention_dims(op, query, key, value, interleaved)
+    expected = query.shape[:-1] + value.shape[-1:]
+    check(tuple(out.shape) == expected, op, f"out has shape {list(out.shape)}, expected {list(expected)}")
+    return dtype, batch, sq, sk
+
+
 def _attention_shape(op: str, query, key, value, mask, scale, out) -> list[tuple]:
     """(..., Sq, D) queries against (..., Sk, D) keys weigh (..., Sk, Dv) values: (..., Sq, Dv)."""
     attention_dims(op, query, key, value, False)
@@ -117,10 +127,7 @@ def _heads_first(x: np.ndarray, heads: int, interleaved: bool) -> np.ndarray:
 
 
 def _attention(op: str, query, key, value, mask, scale, out, interleaved: bool) -> None:
-    dtype = check_float(op, query, key, value, out)
-    batch, sq, sk = attention_dims(op, query, key, value, interleaved)
-    expected = query.shape[:-1] + value.shape[-1:]
-    check(tuple(out.shape) == expected, op, f"out has shape {list(out.shape)}, expected {list(expected)}")
+    dtype, batch, sq, sk = attention_operands(op, query, key, value, out, interleaved)
     if out.size == 0:
         return
     if sk == 0:  # no keys: every query's scores are empty, all masked out (safe softmax: zeros)
