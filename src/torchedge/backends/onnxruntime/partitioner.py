@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import torch
 from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
-from torchedge.backends.onnxruntime.payload import write_payload
+from torchedge.backends.onnxruntime.payload import EXTERNAL_BYTES, write_payload
 from torchedge.backends.onnxruntime.symbolic_sizes import infer_symbolic_sizes
 from torchedge.exir.backend import (
     BackendDetails,
@@ -17,9 +19,13 @@ from torchedge.exir.backend import (
     PreprocessResult,
     tag_supported_partitions,
 )
-from torchedge.exir.passes.mutable_state import mutations
+from torchedge.exir.backend.partitioner import TAG_KEY
+from torchedge.exir.ir import constant_value
+from torchedge.exir.passes.mutable_state import mutable_buffers, mutations
 
 __all__ = ["OnnxRuntimePartitioner", "OnnxRuntimeBackend"]
+
+_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
 class OnnxRuntimeBackend(BackendDetails):
@@ -34,6 +40,10 @@ class OnnxRuntimeBackend(BackendDetails):
 class OnnxRuntimePartitioner(Partitioner):
     """Delegate every maximal group of operators the ONNX lowering handles.
 
+    A delegate holds a copy of each constant it reads, so a node reading a large constant that
+    another partition or a portable node also reads stays portable: the weight is stored once,
+    in the program (a tied embedding table and LM head, say).
+
     ``intra_op_threads`` travels to the runtime as a compile spec: the session's thread count
     unless the runtime sets one (``Runtime.get(num_threads=...)``); neither means one thread.
     """
@@ -46,10 +56,46 @@ class OnnxRuntimePartitioner(Partitioner):
         # State updates stay portable, where they write only the new rows into the buffer itself.
         updates = {m.value for m in mutations(exported_program.graph_signature)}
         infer_symbolic_sizes(exported_program.graph_module)
-        tags = tag_supported_partitions(
-            exported_program.graph_module,
-            lambda node: node.name not in updates and is_supported(node),
+        constants = _large_constants(exported_program)
+        portable = {node for node in exported_program.graph.nodes if node.name in updates}
+        while True:
+            tags = self._tag(exported_program.graph_module, frozenset(portable))
+            shared = _readers_of_shared(constants)
+            if not shared:
+                return PartitionResult(exported_program, tags)
+            portable |= shared
+
+    def _tag(self, graph_module: torch.fx.GraphModule, portable: frozenset) -> dict[str, DelegationSpec]:
+        """Tag the partitions of the supported nodes not in ``portable``, dropping an earlier try's tags."""
+        for node in graph_module.graph.nodes:
+            node.meta.pop(TAG_KEY, None)
+        return tag_supported_partitions(
+            graph_module,
+            lambda node: node not in portable and is_supported(node),
             self.delegation_spec,
             prefix="onnxruntime_",
         )
-        return PartitionResult(exported_program, tags)
+
+
+def _large_constants(ep: ExportedProgram) -> list[torch.fx.Node]:
+    """The placeholders of the parameters, buffers and lifted constants a payload would store raw."""
+    state = mutable_buffers(ep.graph_signature)
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    return [
+        placeholders[spec.arg.name]
+        for spec in ep.graph_signature.input_specs
+        if spec.kind in _CONSTANT_KINDS
+        and spec.arg.name not in state
+        and isinstance(value := constant_value(ep, spec.target), torch.Tensor)
+        and value.nbytes >= EXTERNAL_BYTES
+    ]
+
+
+def _readers_of_shared(constants: list[torch.fx.Node]) -> set[torch.fx.Node]:
+    """The delegated readers of each constant that nodes of another partition, or portable ones, read too."""
+    readers: set[torch.fx.Node] = set()
+    for constant in constants:
+        tags = {user.meta.get(TAG_KEY) for user in constant.users}
+        if len(tags) > 1:
+            readers.update(user for user in constant.users if user.meta.get(TAG_KEY) is not None)
+    return readers
