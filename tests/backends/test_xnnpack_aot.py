@@ -344,15 +344,17 @@ def test_an_unsupported_precision_is_refused():
         XnnpackPartitioner(config_precisions=["FP16"])
 
 
-def test_constants_live_in_the_payload():
-    """Constants are in the payload's constant section (no named keys), stored once each."""
+def test_constants_live_in_the_programs_named_data():
+    """Constants are named data (by SHA-256, as ExecuTorch's lowering writes them), not payload
+    bytes, and stored once each."""
     model, inputs = _zoo("mlp")
     pte = deserialize_pte(_lower(model, inputs))
     (delegate,) = pte.program.execution_plan[0].delegates
     flatbuffer, constant_data = split_payload(pte.delegate_data(delegate))
     graph = decode_graph(flatbuffer)
-    assert graph.constant_data[0].size == 0
-    assert all(not entry.named_key for entry in graph.constant_data)
+    assert graph.constant_data[0].size == 0 and len(constant_data) == 0
+    named = graph.constant_data[1:]
+    assert all(bytes(pte.named_data(entry.named_key)) for entry in named)
+    assert len({entry.named_key for entry in named}) == len(named)
     parameters = sum(p.numel() for p in model.parameters()) * 4
-    assert sum(entry.size for entry in graph.constant_data) == parameters
-    assert len(constant_data) >= parameters
+    assert sum(entry.size for entry in named) == parameters

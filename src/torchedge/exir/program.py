@@ -249,7 +249,7 @@ class EdgeProgramManager:
             constant_tensor_alignment=config.constant_tensor_alignment,
             extract_delegate_segments=config.extract_delegate_segments,
             mutable_data=[b.storage for b in mutable_data.buffers()],
-            named_data=input_minimums_data(self._methods),
+            named_data={**delegate_data.named_data, **input_minimums_data(self._methods)},
         )
         data_files = {} if external is None else {EXTERNAL_CONSTANTS_FILE: _ptd_of(external)}
         manager = ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles, data_files)

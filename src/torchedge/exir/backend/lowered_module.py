@@ -16,7 +16,8 @@ class LoweredBackendModule(torch.nn.Module):
 
     ``original_module`` (the partition's Edge program) keeps the graph runnable
     in eager mode and lets devtools map the delegate back to source; ``debug_handle_map``
-    is the backend's own (`PreprocessResult.debug_handle_map`).
+    is the backend's own (`PreprocessResult.debug_handle_map`), ``named_data`` the bytes the
+    payload names by key (`PreprocessResult.data_store_output`), which the program stores.
     """
 
     def __init__(
@@ -26,11 +27,13 @@ class LoweredBackendModule(torch.nn.Module):
         compile_specs: list[CompileSpec],
         original_module: ExportedProgram,
         debug_handle_map: dict | None = None,
+        named_data: dict[str, bytes] | None = None,
     ):
         super().__init__()
         self.backend_id = backend_id
         self.processed_bytes = processed_bytes
         self.compile_specs = list(compile_specs)
+        self.named_data = dict(named_data or {})
         self.original_module = original_module
         # What the backend says its internal events stand for (ExecuTorch's ``meta["debug_handle_map"]``).
         self.meta = {"debug_handle_map": debug_handle_map or {}}

@@ -57,7 +57,12 @@ def lower_whole_program(
     """Preprocess a whole Edge program with one backend."""
     result = backend_by_id(backend_id).preprocess(edge_program, list(compile_specs))
     return LoweredBackendModule(
-        backend_id, result.processed_bytes, compile_specs, edge_program, result.debug_handle_map
+        backend_id,
+        result.processed_bytes,
+        compile_specs,
+        edge_program,
+        result.debug_handle_map,
+        result.data_store_output,
     )
 
 

@@ -167,7 +167,7 @@ class MethodEmitter(torch.fx.Interpreter):
 
     def _emit_delegate_call(self, lowered: LoweredBackendModule, inputs, outs) -> list[Value]:
         """A DelegateCall over the inputs then the planned outputs; the blob goes to the program table."""
-        data_index = self.delegate_data.add(lowered.processed_bytes)
+        data_index = self.delegate_data.add(lowered.processed_bytes, lowered.named_data)
         self.delegates.append(
             BackendDelegate(
                 id=lowered.backend_id,

@@ -1,10 +1,12 @@
 """An `XNNGraph` under construction: values, constants and nodes, then the payload bytes.
 
-Constants live in the payload, after its flatbuffer (the header's constant data section): each
-`ConstantDataOffset` gives an offset into that section and no named key, which ExecuTorch's
-XNNPACK runtime reads as it reads keyed data, so the payload needs nothing from the program's
-named data. Identical constants are stored once. Entry 0 of ``constant_data`` is the empty
-entry that means "not a constant", as in ExecuTorch's payloads.
+Constants live in the program's named data, as ExecuTorch's own lowering writes them: each
+`ConstantDataOffset` names its bytes by their SHA-256 (`named_data`, which ``preprocess`` hands
+on as its ``data_store_output``). Not in the payload: ExecuTorch's runtime frees a delegate's
+payload once XNNPACK is set up, and XNNPACK keeps pointers to some constant operands
+(element-wise ones), which must stay in memory the program keeps. Identical constants are
+stored once. Entry 0 of ``constant_data`` is the empty entry that means "not a constant", as in
+ExecuTorch's payloads.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ __all__ = ["GraphBuilder", "NODE_CLASSES", "INVALID", "FLAG_TRANSPOSE_WEIGHTS", 
 INVALID = s.INVALID_VALUE_ID
 FLAG_TRANSPOSE_WEIGHTS = 0x1  # XNN_FLAG_TRANSPOSE_WEIGHTS
 FLAG_KEEP_DIMS = 0x40  # XNN_FLAG_KEEP_DIMS
-_ALIGNMENT = 16  # of each constant in the constant data (ExecuTorch's CONSTANT_TENSOR_ALIGNMENT)
+_NAMED = 2**64 - 1  # the offset of a constant given by its named key
 NODE_CLASSES = {cls.__name__: cls for cls in s.NODE_KINDS}
 
 
@@ -31,8 +33,8 @@ class GraphBuilder:
 
     def __init__(self) -> None:
         self.graph = s.XNNGraph(version="0", constant_data=[_entry(0, 0)])
-        self._constant_data = bytearray()
-        self._stored: dict[bytes, int] = {}  # digest of constant bytes -> constant_data index
+        self.named_data: dict[str, bytes] = {}  # key -> bytes of every constant
+        self._stored: dict[str, int] = {}  # key -> constant_data index
         self.float_datatype = s.XNNDatatype.xnn_datatype_fp32  # of float values by default
 
     def value(self, dims, data: np.ndarray | None = None, datatype: s.XNNDatatype | None = None) -> int:
@@ -107,20 +109,19 @@ class GraphBuilder:
         return xnode
 
     def store(self, data: bytes) -> int:
-        """The constant data index of ``data`` (stored once, aligned)."""
-        key = hashlib.sha256(data).digest() + len(data).to_bytes(8, "little")
+        """The constant data index of ``data`` (stored once, by its SHA-256, in `named_data`)."""
+        key = hashlib.sha256(data).hexdigest()
         index = self._stored.get(key)
         if index is None:
-            self._constant_data += b"\x00" * (-len(self._constant_data) % _ALIGNMENT)
             index = len(self.graph.constant_data)
-            self.graph.constant_data.append(_entry(len(self._constant_data), len(data)))
-            self._constant_data += data
+            self.graph.constant_data.append(s.ConstantDataOffset(offset=_NAMED, size=len(data), named_key=key))
+            self.named_data[key] = bytes(data)
             self._stored[key] = index
         return index
 
     def payload(self) -> bytes:
-        """The ``XH00`` header, the ``XN01`` flatbuffer and the constant data."""
-        return join_payload(encode_graph(self.graph), self._constant_data)
+        """The ``XH00`` header and the ``XN01`` flatbuffer (the constants are in `named_data`)."""
+        return join_payload(encode_graph(self.graph), b"")
 
 
 def _entry(offset: int, size: int) -> s.ConstantDataOffset:

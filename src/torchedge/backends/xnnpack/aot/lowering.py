@@ -345,8 +345,9 @@ def _float_datatype(gm: torch.fx.GraphModule) -> s.XNNDatatype:
     return s.XNNDatatype.xnn_datatype_fp32
 
 
-def lower_program(ep: ExportedProgram) -> bytes:
-    """The XNNPACK payload of a partition's Edge program (every call node supported)."""
+def lower_program(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
+    """The XNNPACK payload of a partition's Edge program (every call node supported) and the
+    named data its constants are in."""
     lw = Lowering(ep)
     gm = ep.graph_module
     lw.builder.float_datatype = _float_datatype(gm)
@@ -394,4 +395,4 @@ def lower_program(ep: ExportedProgram) -> bytes:
             value_id = copy
         lw.builder.mark_external(value_id, len(inputs) + index, output=True)
         marked.add(value_id)
-    return lw.builder.payload()
+    return lw.builder.payload(), lw.builder.named_data

@@ -42,7 +42,8 @@ class XnnpackBackend(BackendDetails):
 
     @staticmethod
     def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        return PreprocessResult(processed_bytes=lower_program(edge_program), debug_handle_map={})
+        payload, named_data = lower_program(edge_program)
+        return PreprocessResult(processed_bytes=payload, debug_handle_map={}, data_store_output=named_data)
 
 
 class XnnpackPartitioner(Partitioner):
