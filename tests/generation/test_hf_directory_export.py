@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from tests.generation.hf_support import byte_level_bpe, tiny_llama
 from torchedge.cli.main import main
 
 pytest.importorskip("transformers")
@@ -28,16 +29,10 @@ NEW_TOKENS = 12
 
 
 def _tokenizer():
-    """A byte-level BPE whose alphabet is the ASCII of `TEXT` only: every token decodes to whole
-    characters, so ExecuTorch's runner can hand each one to Python as a str."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """`byte_level_bpe` on `TEXT`, as a transformers tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=200, special_tokens=["<pad>", "<s>", "</s>"], show_progress=False)
-    backend.train_from_iterator(TEXT, trainer)
+    backend = byte_level_bpe(TEXT)
     return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
 
 
@@ -54,24 +49,7 @@ def _save(model, tokenizer, path):
 
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory, tokenizer):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        initializer_range=0.5,  # logits far apart: greedy choices are not decided by rounding
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        tie_word_embeddings=False,
-    )
-    torch.manual_seed(0)
-    return _save(LlamaForCausalLM(config).eval(), tokenizer, tmp_path_factory.mktemp("tiny-llama"))
+    return _save(tiny_llama(len(tokenizer), tied=False), tokenizer, tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")

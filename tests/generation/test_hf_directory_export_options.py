@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from tests.generation.hf_support import tiny_llama
 from torchedge.cli.main import main
 from torchedge.errors import ExportError
 
@@ -22,25 +23,8 @@ VOCAB, HIDDEN = 200, 64
 
 
 def _llama(tmp_path_factory, name: str, tied: bool):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        initializer_range=0.5,  # logits far apart: greedy choices are not decided by rounding
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        tie_word_embeddings=tied,
-    )
-    torch.manual_seed(0)
     path = tmp_path_factory.mktemp(name)
-    LlamaForCausalLM(config).eval().save_pretrained(path)
+    tiny_llama(VOCAB, tied).save_pretrained(path)
     return path
 
 
