@@ -90,14 +90,21 @@ def _pte_constants(buffer: bytes) -> dict[int, bytes]:
 
 
 def _onnx_initializers(buffer: bytes) -> list[np.ndarray]:
+    """Every initializer of every ONNX delegate: those inside the model and the large ones the
+    payload keeps raw after it."""
+    from onnx import TensorProto
+
+    from torchedge.backends.onnxruntime.payload import read_payload
+
     pte = deserialize_pte(buffer)
-    models = [
-        onnx.load_from_string(bytes(pte.delegate_data(d)))
-        for plan in pte.program.execution_plan
-        for d in plan.delegates
-    ]
-    assert models, "nothing was delegated"
-    return [numpy_helper.to_array(t) for m in models for t in m.graph.initializer]
+    payloads = [read_payload(pte.delegate_data(d)) for plan in pte.program.execution_plan for d in plan.delegates]
+    assert payloads, "nothing was delegated"
+    arrays = []
+    for model_bytes, raw in payloads:
+        model = onnx.load_from_string(model_bytes)
+        arrays += [numpy_helper.to_array(t) for t in model.graph.initializer if t.data_location != TensorProto.EXTERNAL]
+        arrays += [array for _, array in raw]
+    return arrays
 
 
 def _lowered(model, inputs):
