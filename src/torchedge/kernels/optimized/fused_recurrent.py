@@ -3,8 +3,8 @@
 ``torch.export`` unrolls ``nn.LSTM`` and ``nn.GRU`` into about sixteen small operators per
 timestep (select the step's input projection, project the hidden state, split the gates,
 sigmoids, tanhs, products and sums, on a few hundred elements), where the time goes to calling
-kernels rather than to arithmetic. The compiler replaces each step with one of these kernels
-(`torchedge.exir.passes.fuse_recurrent`, with ``fuse_kernels=True``): a step's input gates are
+kernels rather than to arithmetic. The ``recurrent`` fusion rule (`torchedge.fusion.rules_recurrent`)
+replaces each step with one of these kernels, at load or ahead of time: a step's input gates are
 ``input_gates[step]`` (or all of ``input_gates`` when ``step`` is -1), its hidden gates
 ``hidden @ weight + hidden_gates`` (or ``hidden_gates`` itself when there is no weight, as on
 a first step whose projection constant folding computed). Each runs the same float32 / float64
@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from torchedge.kernels.optimized.fused import NAMESPACE, check_float
+from torchedge.kernels.optimized.prepared import prepared
 from torchedge.kernels.portable.common import fail, quiet
 from torchedge.kernels.portable.unary import _sigmoid
 from torchedge.kernels.registry import register_kernel
@@ -93,17 +94,24 @@ def _lstm_cell_shape(op: str, input_gates, hidden_gates, cell, hidden, weight, s
     return [shape, shape]
 
 
-@register_kernel("torchedge_fused::lstm_cell.out", shape=_lstm_cell_shape)
-def lstm_cell(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1):
-    """``i, f, g, o = split(input gates + hidden gates, 4)``; ``cell' = σ(f)·cell + σ(i)·tanh(g)``,
-    ``hidden' = σ(o)·tanh(cell')``: writes hidden' to out0 and cell' to out1."""
+def _prepare_lstm_cell(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1):
+    """`lstm_cell`'s checks; its arithmetic."""
     op = f"{NAMESPACE}::lstm_cell.out"
     check_float(op, input_gates, hidden_gates, cell, hidden, weight, out0, out1)
     shapes = _gate_shapes(op, input_gates, hidden_gates, hidden, weight, step)
     size, shape = _step_shape(op, 4, *shapes, cell.shape)
     _check_outs(op, shape, out0, out1)
+    return functools.partial(lstm_step, size=size)
+
+
+@register_kernel("torchedge_fused::lstm_cell.out", shape=_lstm_cell_shape)
+@prepared(_prepare_lstm_cell)
+def lstm_cell(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1):
+    """``i, f, g, o = split(input gates + hidden gates, 4)``; ``cell' = σ(f)·cell + σ(i)·tanh(g)``,
+    ``hidden' = σ(o)·tanh(cell')``: writes hidden' to out0 and cell' to out1."""
     with quiet():
-        lstm_step(input_gates, hidden_gates, cell, hidden, weight, step, out0, out1, size=size)
+        arguments = (input_gates, hidden_gates, cell, hidden, weight, step, out0, out1)
+        _prepare_lstm_cell(*arguments)(*arguments)
 
 
 def lstm_step(input_gates, hidden_gates, cell, hidden, weight, step: int, out0, out1, *, size: int) -> None:
@@ -125,17 +133,24 @@ def _gru_cell_shape(op: str, input_gates, hidden_gates, hidden, weight, step, ou
     return [_step_shape(op, 3, *shapes, hidden.shape)[1]]
 
 
-@register_kernel("torchedge_fused::gru_cell.out", shape=_gru_cell_shape)
-def gru_cell(input_gates, hidden_gates, hidden, weight, step, out):
-    """``r = σ(h_r + x_r)``, ``z = σ(h_z + x_z)``, ``n = tanh(x_n + h_n·r)``,
-    ``hidden' = (hidden - n)·z + n``, the gates split in three along the last dim."""
+def _prepare_gru_cell(input_gates, hidden_gates, hidden, weight, step, out):
+    """`gru_cell`'s checks; its arithmetic."""
     op = f"{NAMESPACE}::gru_cell.out"
     check_float(op, input_gates, hidden_gates, hidden, weight, out)
     shapes = _gate_shapes(op, input_gates, hidden_gates, hidden, weight, step)
     size, shape = _step_shape(op, 3, *shapes, hidden.shape)
     _check_outs(op, shape, out)
+    return functools.partial(gru_step, size=size)
+
+
+@register_kernel("torchedge_fused::gru_cell.out", shape=_gru_cell_shape)
+@prepared(_prepare_gru_cell)
+def gru_cell(input_gates, hidden_gates, hidden, weight, step, out):
+    """``r = σ(h_r + x_r)``, ``z = σ(h_z + x_z)``, ``n = tanh(x_n + h_n·r)``,
+    ``hidden' = (hidden - n)·z + n``, the gates split in three along the last dim."""
     with quiet():
-        gru_step(input_gates, hidden_gates, hidden, weight, step, out, size=size)
+        arguments = (input_gates, hidden_gates, hidden, weight, step, out)
+        _prepare_gru_cell(*arguments)(*arguments)
 
 
 def gru_step(input_gates, hidden_gates, hidden, weight, step: int, out, *, size: int) -> None:

@@ -169,24 +169,42 @@ def _fused_step(rule: Rule, flow: Dataflow, fused: str, arguments: dict, roots: 
     for shape, result in zip(shapes, results):
         scratch = np.empty(shape, table[result].dtype) if overlaps(flow, result, guarded) else None
         outputs.append((tuple(shape), scratch))
-    kernel = _Kernel(get_kernel(op).fn, tuple(names), {n: v for n, v in arguments.items() if not isinstance(v, Read)})
-    return functools.partial(kernel, tuple(outs), tuple(outputs)), (*(r.value for r in reads), *results), results[0]
+    literals = {n: v for n, v in arguments.items() if not isinstance(v, Read)}
+    try:
+        kernel = _Kernel(get_kernel(op).fn, tuple(names), tuple(outs), literals, tuple(outputs), call, results, table)
+    except TorchEdgeError:
+        return None  # the kernel's own checks refuse what its shape function let through
+    return kernel, (*(r.value for r in reads), *results), results[0]
 
 
 class _Kernel:
-    """The fused step's call: the tensors read (in the kernel's order), then the outs."""
+    """The fused step's call: the tensors read (in the kernel's order), then the outs; the
+    literal arguments are fixed at load. A kernel with a ``prepare`` (see
+    `torchedge.kernels.optimized.fused.prepared`) has its checks run once, here: the buffers of
+    a fused step are fixed at load, so every run has the shapes and dtypes checked."""
 
-    def __init__(self, fn, names: tuple, literals: dict):
-        self.fn, self.literals = fn, literals
-        self.tensors = [n for n in names if n not in literals]
+    def __init__(self, fn, names: tuple, outs: tuple, literals: dict, outputs: tuple, call: list, results, table):
+        parameters = list(inspect.signature(fn).parameters)[: len(names) + len(outs)]
+        if parameters != [*names, *outs]:
+            raise TypeError(f"kernel {fn.__name__} takes {parameters}, the schema {[*names, *outs]}")
+        self.template = [literals.get(n) for n in names] + [None] * len(outs)
+        self.slots = [k for k, n in enumerate(names) if n not in literals]
+        self.outputs = outputs  # (shape, scratch or None) per out
+        prepare = getattr(fn, "prepare", None)
+        tensors = [a for n, a in zip(names, call) if n not in literals]
+        self.fn = fn if prepare is None else prepare(*self._arguments([*tensors, *(table[r] for r in results)]))
 
-    def __call__(self, outs: tuple, outputs: tuple, *arrays) -> None:
-        arguments = self.literals.copy()
-        arguments.update(zip(self.tensors, arrays))
-        results = arrays[len(self.tensors) :]
-        for name, out, (shape, scratch) in zip(outs, results, outputs):
-            arguments[name] = out.reshape(shape) if scratch is None else scratch
-        self.fn(**arguments)
-        for out, (shape, scratch) in zip(results, outputs):
+    def _arguments(self, arrays) -> list:
+        arguments = self.template.copy()
+        for slot, array in zip(self.slots, arrays):
+            arguments[slot] = array
+        first = len(self.template) - len(self.outputs)
+        for k, (out, (shape, scratch)) in enumerate(zip(arrays[len(self.slots) :], self.outputs)):
+            arguments[first + k] = scratch if scratch is not None else out if out.shape == shape else out.reshape(shape)
+        return arguments
+
+    def __call__(self, *arrays) -> None:
+        self.fn(*self._arguments(arrays))
+        for out, (shape, scratch) in zip(arrays[len(self.slots) :], self.outputs):
             if scratch is not None:
                 np.copyto(out.reshape(shape), scratch)
