@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from torchedge.kernels.optimized.clamp_rows import bound_row, clamp_into
+from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable import bounds
-from torchedge.kernels.portable.bounds import BLOCK, bound_row, clamp_into
 from torchedge.kernels.registry import get_kernel
 
+BLOCK = int(tuned("clamp_rows_block"))
 SIZE = 2 * BLOCK + 123  # two whole blocks and a partial one
 
 

@@ -21,7 +21,7 @@ import pytest
 from tests.kernels.oracle import NP_BF16, assert_reassociated, random_array
 from torchedge.kernels import registry
 from torchedge.kernels.optimized import convolution as fast
-from torchedge.kernels.optimized import convolution_columns
+from torchedge.kernels.optimized import convolution_columns, tuning
 from torchedge.kernels.portable import convolution as reference
 
 PORTABLE = Path(reference.__file__).parent
@@ -39,7 +39,22 @@ FUSED = {
     "torchedge_fused::strided_copy.out",
 }
 OVERRIDES = (
-    {CONV} | {f"aten::max_pool{d}d_with_indices.out" for d in (2, 3)} | {f"aten::avg_pool{d}d.out" for d in (1, 2, 3)}
+    {CONV}
+    | {f"aten::max_pool{d}d_with_indices.out" for d in (2, 3)}
+    | {f"aten::avg_pool{d}d.out" for d in (1, 2, 3)}
+    | {  # test_optimized_small_kernels_vs_portable
+        "aten::upsample_linear1d.out",
+        "aten::upsample_bilinear2d.out",
+        "aten::upsample_bilinear2d.vec_out",
+        "aten::upsample_trilinear3d.out",
+        "aten::upsample_bicubic2d.out",
+        "aten::adaptive_avg_pool1d.out",
+        "aten::_adaptive_avg_pool2d.out",
+        "aten::_adaptive_avg_pool3d.out",
+        "aten::_adaptive_avg_pool2d_backward.out",
+        "aten::_adaptive_avg_pool3d_backward.out",
+        "aten::pow.Tensor_Scalar_out",
+    }
 )
 FLOATS = [np.float32, np.float64]
 INTEGERS = [np.int64, np.int32, np.int16, np.int8, np.uint8]
@@ -52,6 +67,20 @@ def test_the_portable_library_does_not_import_the_optimized_one():
             if isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             assert not any(n.startswith("torchedge.kernels.optimized") for n in names), f"{path.name} imports {names}"
+
+
+def test_every_tuned_constant_is_read_by_name():
+    """Each `tuning.TABLE` entry is read (``tuned("name")``) by the optimized kernels or the fusion
+    rules, and each such read names an entry: a constant cannot live outside the table, or stay in
+    it unused."""
+    read: set[str] = set()
+    for path in sorted(PORTABLE.parents[1].rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tuned" and node.args:
+                name = node.args[0]
+                assert isinstance(name, ast.Constant), f"{path.name} reads a tuned constant by a computed name"
+                read.add(name.value)
+    assert read == set(tuning.TABLE)
 
 
 def test_every_optimized_kernel_is_checked_here():

@@ -24,12 +24,13 @@ import math
 
 import numpy as np
 
+from torchedge.kernels.optimized.clamp_rows import clamp_by_numbers
 from torchedge.kernels.optimized.convolution import conv_forward
 from torchedge.kernels.optimized.derived_arrays import derived
+from torchedge.kernels.optimized.prepared import prepared
 from torchedge.kernels.optimized.scratch import per_call, scratch
 from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.portable.activation import _gelu_erf_float32
-from torchedge.kernels.portable.bounds import clamp_by_numbers
 from torchedge.kernels.portable.common import check, fail, quiet, row_sums, write
 from torchedge.kernels.portable.linear_algebra import product_shape
 from torchedge.kernels.registry import register_kernel
@@ -359,12 +360,10 @@ def _linear_act_shape(op: str, input, weight, bias, activation, out) -> list[tup
     return [product_shape(op, input.shape, weight.shape, 2)]
 
 
-@register_kernel("torchedge_fused::linear_act.out", shape=_linear_act_shape)
-def linear_act(input, weight, bias, activation, out):
-    """``activation(input @ weight + bias)`` for a (M, K) input and a (K, N) weight (``addmm``'s
-    operands: the weight is already transposed)."""
+def _prepare_linear_act(input, weight, bias, activation, out):
+    """`linear_act`'s checks; its arithmetic."""
     op = f"{NAMESPACE}::linear_act.out"
-    dtype = check_float(op, input, weight, bias, out)
+    check_float(op, input, weight, bias, out)
     check(
         input.ndim == 2
         and weight.ndim == 2
@@ -378,7 +377,20 @@ def linear_act(input, weight, bias, activation, out):
         op,
         f"activation must be 'none', 'relu', 'gelu' or 'silu', got {activation!r}",
     )
-    target = out if out.flags.c_contiguous else np.empty(out.shape, dtype)
+    return _linear_act
+
+
+@register_kernel("torchedge_fused::linear_act.out", shape=_linear_act_shape)
+@prepared(_prepare_linear_act)
+def linear_act(input, weight, bias, activation, out):
+    """``activation(input @ weight + bias)`` for a (M, K) input and a (K, N) weight (``addmm``'s
+    operands: the weight is already transposed)."""
+    arguments = (input, weight, bias, activation, out)
+    _prepare_linear_act(*arguments)(*arguments)
+
+
+def _linear_act(input, weight, bias, activation, out) -> None:
+    target = out if out.flags.c_contiguous else np.empty(out.shape, out.dtype)
     np.matmul(input, weight, out=target)
     with quiet():
         if bias is not None:

@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from torchedge.kernels.optimized.clamp_rows import clamp_by_numbers
 from torchedge.kernels.optimized.convolution import bias_column_weights
 from torchedge.kernels.optimized.convolution_columns import sum_taps_channels_last
 from torchedge.kernels.optimized.derived_arrays import derived
 from torchedge.kernels.optimized.scratch import per_call, scratch
-from torchedge.kernels.portable.bounds import clamp_by_numbers
 
 __all__ = ["DepthwiseGeometry", "inverted_residual"]
 

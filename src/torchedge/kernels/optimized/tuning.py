@@ -3,8 +3,9 @@
 Each `Tuned` entry says what it decides and where and how it was measured. A value is read
 when a kernel runs, so it can be overridden at any time: ``set_tuning(name, value)`` (None
 restores the default), or the environment variable ``TORCHEDGE_TUNING_<NAME>`` read at
-import. No constant changes a result beyond float reassociation; they only choose among
-strategies (`tests/kernels/test_optimized_vs_portable.py` forces every branch this way).
+import. No constant changes a result beyond float reassociation (pow's products: an ulp or
+two of pow); they only choose among strategies (the ``tests/kernels/test_optimized_*`` oracle
+tests force every branch this way).
 
 >>> set_tuning("winograd_min_channels", 1 << 30)  # never take Winograd
 >>> tuned("winograd_min_channels") == 1 << 30
@@ -158,6 +159,40 @@ TABLE: dict[str, Tuned] = {
             "max pooling without indices of unpadded windows inside the input, with at most this many "
             "taps, takes one maximum per tap over strided views of the input",
             f"{MACHINE}; benchmarks/models.py cnn (2x2 pools)",
+        ),
+        Tuned(
+            "upsample_matrix_size",
+            96,
+            "interpolating upsampling resamples a dim of at most this many inputs by one product with its "
+            "dense interpolation matrix (else by weighted gathers of its taps, as the portable kernel)",
+            f"{MACHINE}; set with the upsampling kernels (commit 684588f), BLAS product against gathers",
+        ),
+        Tuned(
+            "adaptive_matrix_ratio",
+            16,
+            "adaptive average pooling and its gradient take a product with a dim's (out, in) averaging "
+            "matrix while out x in <= this x (out + in) (else reduceat or range sums, as portable)",
+            f"{MACHINE}; set with the pooling cost bound (commit 1b58e4e), GEMM against reduceat",
+        ),
+        Tuned(
+            "clamp_rows_min_elements",
+            1 << 12,
+            "where NumPy's clip does not keep ties, clamps of at least this many elements take NumPy's "
+            "minimum and maximum against constant rows (else against numbers, as portable)",
+            f"{MACHINE}; relu on an mlp's 4x64 activations (commit c9f0443)",
+        ),
+        Tuned(
+            "clamp_rows_block",
+            1 << 14,
+            "elements of a block clamped against constant rows (a block and its bound rows stay in L2)",
+            f"{MACHINE}; relu, clamp and hardtanh against number operands (commit ef027a4, 3-4x the time)",
+        ),
+        Tuned(
+            "pow_product_max_exponent",
+            8,
+            "float x ** n for an integer n from 4 to this is binary powering (repeated products, within "
+            "an ulp or two of pow) instead of NumPy's pow (ATen's own products stop at 3)",
+            f"{MACHINE}; pow kernels against np.power (commit ed1ae45)",
         ),
         Tuned(
             "attention_scores_per_chunk",

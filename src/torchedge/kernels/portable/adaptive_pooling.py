@@ -2,15 +2,17 @@
 floor(i*N/O) .. ceil((i+1)*N/O) along each dim.
 
 The windows are averaged one dim at a time (the dims that shrink first, so that no
-intermediate outgrows the input and output): by a matrix when it is small, otherwise by one
-``np.add.reduceat`` over their bounds (they overlap by at most one element). `map_dims`,
-`matmul_along` and the averaging matrices also serve the backward and upsampling kernels.
+intermediate outgrows the input and output), by one ``np.add.reduceat`` over their bounds
+(they overlap by at most one element; `adaptive_mean_along`); the kernels take another
+``mean_along`` of the same contract. `map_dims`, `shrinking_first` and `adaptive_bounds`
+also serve the backward kernels.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,23 +21,13 @@ from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.pooling_geometry import as_2d, batched, check_input, check_nonempty
 from torchedge.kernels.registry import register_kernel
 
-__all__ = [
-    "adaptive_avg_pool",
-    "averaging_matrix",
-    "small_matrix",
-    "adaptive_bounds",
-    "matmul_along",
-    "map_dims",
-    "shrinking_first",
-]
-
-# Adaptive windows of a dim are averaged by a matrix when it has at most this many times the
-# dim's input and output elements.
-_ADAPTIVE_MATRIX = 16
+__all__ = ["adaptive_avg_pool", "adaptive_mean_along", "adaptive_bounds", "map_dims", "shrinking_first"]
 
 
-def adaptive_avg_pool(op, dims, self, output_size, out):
-    """Output cell i averages input cells floor(i*N/O) .. ceil((i+1)*N/O) along each dim."""
+def adaptive_avg_pool(op, dims, self, output_size, out, *, mean_along: Callable | None = None):
+    """Output cell i averages input cells floor(i*N/O) .. ceil((i+1)*N/O) along each dim, by
+    ``mean_along(view, out_size)`` (default `adaptive_mean_along`) one dim at a time."""
+    along = adaptive_mean_along if mean_along is None else mean_along
     x, out = batched(op, self, dims, out)
     check(category(x.dtype) >= 2, op, f"adaptive average pooling is not implemented for {x.dtype}")
     check_nonempty(op, x, dims)
@@ -49,7 +41,7 @@ def adaptive_avg_pool(op, dims, self, output_size, out):
         return
     rows = x.reshape((-1,) + x.shape[2:]).astype(accumulate_dtype(x.dtype), copy=False)
     with quiet():
-        means = map_dims(rows, lambda d, y: _adaptive_mean_along(y, size[d]), shrinking_first(x.shape[2:], size))
+        means = map_dims(rows, lambda d, y: along(y, size[d]), shrinking_first(x.shape[2:], size))
     write(out, means.reshape(out.shape))
 
 
@@ -76,44 +68,17 @@ def adaptive_bounds(size: int, out_size: int) -> np.ndarray:
     return np.stack([i * size // out_size, -((-(i + 1) * size) // out_size)])
 
 
-def _adaptive_mean_along(x: np.ndarray, out_size: int) -> np.ndarray:
-    """(pre, n, post) -> (pre, out_size, post) means of the adaptive windows. A small
-    (out_size, n) averaging matrix is one GEMM; otherwise `np.add.reduceat` over the
-    interleaved bounds (what lies between a window's stop and the next start, one element
-    where they overlap, is dropped). Those stops fall inside the input unless there are more
-    windows than inputs; then a padding zero holds the last one."""
+def adaptive_mean_along(x: np.ndarray, out_size: int) -> np.ndarray:
+    """(pre, n, post) -> (pre, out_size, post) means of the adaptive windows: `np.add.reduceat`
+    over the interleaved bounds (what lies between a window's stop and the next start, one
+    element where they overlap, is dropped). Those stops fall inside the input unless there
+    are more windows than inputs; then a padding zero holds the last one."""
     n = x.shape[1]
-    if small_matrix(n, out_size):
-        return matmul_along(x, averaging_matrix(n, out_size, x.dtype), 1)
     start, stop = adaptive_bounds(n, out_size)
     if out_size > n:
         x = np.concatenate([x, np.zeros_like(x[:, :1])], axis=1)
     sums = np.add.reduceat(x, np.stack([start, stop], 1).reshape(-1)[:-1], axis=1)[:, ::2]
     return np.divide(sums, (stop - start).astype(x.dtype)[:, None], out=sums)
-
-
-def small_matrix(size: int, out_size: int) -> bool:
-    """Whether the (out_size, size) averaging matrix is small enough to multiply by."""
-    return size * out_size <= _ADAPTIVE_MATRIX * (size + out_size)
-
-
-def matmul_along(x: np.ndarray, matrix: np.ndarray, axis: int) -> np.ndarray:
-    """``x`` with dim ``axis`` (of size n) replaced by ``matrix`` (m, n) times it."""
-    lead, n, rest = x.shape[:axis], x.shape[axis], x.shape[axis + 1 :]
-    if math.prod(rest) == 1:  # the last dim (but for unit dims): one GEMM over all rows
-        return (x.reshape(-1, n) @ matrix.T).reshape(lead + (matrix.shape[0],) + rest)
-    return (matrix @ x.reshape(lead + (n, math.prod(rest)))).reshape(lead + (matrix.shape[0],) + rest)
-
-
-@functools.lru_cache(maxsize=256)
-def averaging_matrix(size: int, out_size: int, dtype) -> np.ndarray:
-    """(out_size, size) matrix whose row i averages the inputs of adaptive window i (read-only)."""
-    start, end = adaptive_bounds(size, out_size)
-    j = np.arange(size)
-    inside = (j >= start[:, None]) & (j < end[:, None])
-    matrix = (inside / (end - start)[:, None]).astype(dtype)
-    matrix.flags.writeable = False
-    return matrix
 
 
 # Shape functions, called as ``shape(dims, op, *schema arguments)`` (the registry binds op).
@@ -132,5 +97,6 @@ for _op, _dims in [("aten::_adaptive_avg_pool2d.out", 2), ("aten::_adaptive_avg_
 
 
 @register_kernel("aten::adaptive_avg_pool1d.out", shape=functools.partial(_adaptive_avg_pool_shape, 1))
-def adaptive_avg_pool1d(self, output_size, out):
-    adaptive_avg_pool("aten::adaptive_avg_pool1d.out", 2, as_2d(self), (1, *output_size), as_2d(out))
+def adaptive_avg_pool1d(self, output_size, out, *, mean_along: Callable | None = None):
+    op = "aten::adaptive_avg_pool1d.out"
+    adaptive_avg_pool(op, 2, as_2d(self), (1, *output_size), as_2d(out), mean_along=mean_along)

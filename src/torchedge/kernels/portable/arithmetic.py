@@ -2,13 +2,13 @@
 minimum and maximum, and the bitwise and logical ops.
 
 Each kernel runs through `binary` (`torchedge.kernels.portable.elementwise`), which applies
-ATen's promotion and checks; pow adds fast paths for the scalar exponents ATen computes
-without ``std::pow``.
+ATen's promotion and checks; pow computes the scalar exponents that ATen computes without
+``std::pow`` its way (`SCALAR_POWERS`; the kernel takes another table of the same contract).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from torchedge.kernels.portable.elementwise import FLOAT, SAME, binary, check_ou
 from torchedge.kernels.portable.shape_rules import broadcast_inputs
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["div", "div_mode", "atan2", "power"]
+__all__ = ["div", "div_mode", "atan2", "power", "product_power", "SCALAR_POWERS"]
 
 
 def _ufunc2(ufunc):
@@ -180,10 +180,11 @@ def _power(a, b, out, dtype):
         _integer_power(a, b, out, dtype)
 
 
-def _product_power(n: int):
-    """``x ** n`` for a small positive integer n by repeated multiplication (binary powering):
-    ATen's own method for 2 and 3 (``x * x``, ``x * x * x``), within an ulp or two of a
-    correctly rounded pow for the others, and much faster than NumPy's pow."""
+def product_power(n: int):
+    """``fn(x, buf)``: ``x ** n`` into ``buf`` for a positive integer n by repeated multiplication
+    (binary powering): ATen's own method for 2 and 3 (``x * x``, ``x * x * x``), within an ulp
+    or two of a correctly rounded pow for larger n. For odd n >= 3 it reads ``x`` after writing
+    ``buf``, which must then be other memory."""
 
     def fn(x, buf):
         if n == 1:
@@ -197,7 +198,7 @@ def _product_power(n: int):
             np.multiply(buf, x, out=buf, dtype=buf.dtype, casting="unsafe")
             return
         square = np.multiply(x, x, dtype=buf.dtype, casting="unsafe")
-        _product_power(n // 2)(square, buf)
+        product_power(n // 2)(square, buf)
         if n % 2:
             np.multiply(buf, x, out=buf, dtype=buf.dtype, casting="unsafe")
 
@@ -216,18 +217,16 @@ def _sqrt(x, buf):
     np.sqrt(x, out=buf, dtype=buf.dtype, casting="unsafe")
 
 
-# Floating-point x ** e for exponents ATen (or repeated multiplication) computes without pow:
-# 2, 3, -2 as products (PowKernel.cpp), 0.5, -0.5, -1 as sqrt, rsqrt and reciprocal.
-_SCALAR_POWERS: dict[float, Callable] = {n: _product_power(n) for n in range(2, 9)}
-_SCALAR_POWERS.update(
-    {
-        -2: _reciprocal_of(_product_power(2)),
-        0.5: _sqrt,
-        -0.5: _reciprocal_of(_sqrt),
-        -1: _reciprocal_of(_product_power(1)),
-    }
-)
-_REREADS_INPUT = frozenset({3, 5, 7})  # their buffer must not be the input's memory
+# Floating-point x ** e for the exponents ATen computes without pow: 2, 3, -2 as products
+# (PowKernel.cpp), 0.5, -0.5, -1 as sqrt, rsqrt and reciprocal.
+SCALAR_POWERS: dict[float, Callable] = {
+    2: product_power(2),
+    3: product_power(3),
+    -2: _reciprocal_of(product_power(2)),
+    0.5: _sqrt,
+    -0.5: _reciprocal_of(_sqrt),
+    -1: _reciprocal_of(product_power(1)),
+}
 
 
 def _bfloat16_square(x, buf):
@@ -246,7 +245,9 @@ _BFLOAT16_POWERS = {3: _bfloat16_cube, -2: _reciprocal_of(_bfloat16_square)}
 
 @register_kernel("aten::pow.Tensor_Scalar_out", shape=broadcast_inputs, inplace_safe=True)
 @register_kernel("aten::pow.Tensor_Tensor_out", "aten::pow.Scalar_out", shape=broadcast_inputs)
-def power(self, exponent, out):
+def power(self, exponent, out, *, powers: Mapping[float, Callable] = SCALAR_POWERS):
+    """``self ** exponent``; a float array to a scalar exponent in ``powers`` takes its
+    ``fn(x, buf)`` (products for odd exponents >= 3 reread x, so buf is then other memory)."""
     op = "aten::pow"
     if not isinstance(exponent, np.ndarray):
         dtype = result_type(self, exponent)
@@ -259,14 +260,15 @@ def power(self, exponent, out):
             check_out(op, dtype, out)
             write(out, np.ones((), dtype) if exponent == 0 else self.astype(dtype, copy=False))
             return
-        fn = _SCALAR_POWERS.get(exponent) if is_floating(dtype) and isinstance(self, np.ndarray) else None
+        fn = powers.get(exponent) if is_floating(dtype) and isinstance(self, np.ndarray) else None
         if dtype == np.float16 and exponent in (0.5, -0.5, -1):
             fn = None  # ATen's Half kernel is std::pow for these too (pow(-0.0, 0.5) is +0.0, not sqrt's -0.0)
         elif dtype.kind == "V" and exponent in (3, -2):  # bfloat16, ml_dtypes' only 'V' dtype
             fn = _BFLOAT16_POWERS[exponent]
         if fn is not None:
             check_out(op, dtype, out)
-            buf = opmath_buffer(out, dtype, *((self,) if exponent in _REREADS_INPUT else ()))
+            rereads = exponent >= 3 and exponent % 2 == 1
+            buf = opmath_buffer(out, dtype, *((self,) if rereads else ()))
             x = self if self.dtype.kind != "V" or fn in _BFLOAT16_POWERS.values() else self.astype(buf.dtype)
             with quiet():
                 fn(x, buf)

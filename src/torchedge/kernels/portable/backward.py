@@ -4,9 +4,10 @@ Each gradient is the adjoint of its forward kernel, built from the same pieces: 
 input gradient of a convolution is a transposed convolution (and the other way round),
 weight gradients are one GEMM against the im2col columns. Average pooling gradients give
 every input position the shares of the windows covering it, one dim at a time, where the
-windows covering a position are a contiguous range of them (`range_sums`). Adaptive pooling multiplies by the transposed
-averaging matrices when small, and sums ranges otherwise. Either way a gradient costs
-what its input and output sizes justify, whatever the kernel size, stride or padding.
+windows covering a position are a contiguous range of them (`range_sums`), adaptive pooling
+too (`adaptive_spread`; its kernel takes another ``spread`` of the same contract). Either way
+a gradient costs what its input and output sizes justify, whatever the kernel size, stride or
+padding.
 """
 
 from __future__ import annotations
@@ -18,14 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
-from torchedge.kernels.portable.adaptive_pooling import (
-    adaptive_bounds,
-    averaging_matrix,
-    map_dims,
-    matmul_along,
-    shrinking_first,
-    small_matrix,
-)
+from torchedge.kernels.portable.adaptive_pooling import adaptive_bounds, map_dims, shrinking_first
 from torchedge.kernels.portable.common import check, pair, quiet, write
 from torchedge.kernels.portable.convolution import compute_dtype, conv_forward, conv_transposed, im2col, spatial_dims
 from torchedge.kernels.portable.pooling_geometry import batched, pool_divisors, pool_geometry, pool_windows
@@ -33,7 +27,13 @@ from torchedge.kernels.portable.pooling_reduction import range_sums
 from torchedge.kernels.portable.shape_rules import masked, same_as
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["convolution_backward", "avg_pool_backward", "max_pool_backward", "adaptive_avg_pool_backward"]
+__all__ = [
+    "convolution_backward",
+    "avg_pool_backward",
+    "max_pool_backward",
+    "adaptive_avg_pool_backward",
+    "adaptive_spread",
+]
 
 _CONV = "aten::convolution_backward.out"
 
@@ -196,24 +196,23 @@ def max_pool_backward(
     write(grad_input, total.reshape(grad_input.shape))
 
 
-def adaptive_avg_pool_backward(op, dims, grad_output, self, out):
-    """The adjoint of adaptive averaging, one dim at a time."""
+def adaptive_avg_pool_backward(op, dims, grad_output, self, out, *, spread: Callable | None = None):
+    """The adjoint of adaptive averaging, one dim at a time by ``spread(view, size)`` (default
+    `adaptive_spread`)."""
+    spread = adaptive_spread if spread is None else spread
     x, grad_output, out = batched(op, self, dims, grad_output, out)
     check(category(x.dtype) >= 2, op, f"adaptive average pooling is not implemented for {x.dtype}")
     spatial, size = x.shape[2:], grad_output.shape[2:]
     g = grad_output.reshape((-1,) + size).astype(accumulate_dtype(x.dtype), copy=False)
     with quiet():
-        total = map_dims(g, lambda d, y: _adaptive_spread(y, spatial[d]), shrinking_first(size, spatial))
+        total = map_dims(g, lambda d, y: spread(y, spatial[d]), shrinking_first(size, spatial))
     write(out, total.reshape(out.shape))
 
 
-def _adaptive_spread(g: np.ndarray, size: int) -> np.ndarray:
+def adaptive_spread(g: np.ndarray, size: int) -> np.ndarray:
     """(pre, out_size, post) -> (pre, size, post): each input position sums the gradients of
     the adaptive windows covering it, divided by their lengths."""
-    out_size = g.shape[1]
-    if small_matrix(size, out_size):
-        return matmul_along(g, averaging_matrix(size, out_size, g.dtype).T, 1)
-    start, stop = adaptive_bounds(size, out_size)
+    start, stop = adaptive_bounds(size, g.shape[1])
     return range_sums(g / (stop - start).astype(g.dtype)[:, None], *_covering(start, stop, size))
 
 

@@ -71,8 +71,7 @@ def _ones_column(length: int, dtype: np.dtype) -> np.ndarray:
 
 def row_sums(matrix: np.ndarray) -> np.ndarray:
     """The sums along the last axis of ``matrix`` (any leading dims), keeping it as a length-1
-    axis: a matrix product with a column of ones, which BLAS runs several times faster than
-    NumPy's add.reduce over short rows."""
+    axis: a matrix product with a column of ones (its order of additions is the BLAS's)."""
     return np.matmul(matrix, _ones_column(matrix.shape[-1], matrix.dtype))
 
 

@@ -114,8 +114,7 @@ def layer_norm(input, normalized_shape, weight, bias, eps, out0, out1, out2):
     # overlapping the input that the centring pass still reads).
     direct = out0.dtype == acc and out0.flags.c_contiguous and not np.may_share_memory(out0, input)
     with quiet():
-        # Row sums as a BLAS product with ones and row dot products as one vectorised pass:
-        # NumPy's reductions over short rows are several times slower.
+        # The mean by `row_sums`, the variance by each centred row's dot product with itself.
         mean = row_sums(x)
         mean /= width
         centred = np.subtract(x, mean, out=out0.reshape(x.shape) if direct else None)

@@ -3,10 +3,11 @@
 Every mode is separable: along each resized dim, output position i reads a few input
 positions with fixed weights, computed exactly as ATen's ``UpSample.h`` computes them
 (float32 index arithmetic for nearest, the op-math type for the interpolating modes). A
-nearest resize takes one gather per dim; an interpolating one weights one dim at a time
-(a GEMM by the interpolation matrix for short dims, else gathers) in float32 (float64 for
-float64 inputs) and rounds once. uint8 images take ATen's fixed-point path instead (bilinear
-and bicubic 2-D only): int16 weights, the last dim first, each resized dim rounded to uint8.
+nearest resize takes one gather per dim; an interpolating one sums the weighted gathers of
+its taps one dim at a time (`interpolate_by_gathers`; the kernels take another ``interpolate``
+of the same contract) in float32 (float64 for float64 inputs) and rounds once. uint8 images
+take ATen's fixed-point path instead (bilinear and bicubic 2-D only): int16 weights, the last
+dim first, each resized dim rounded to uint8.
 (ATen's generic uint8 fallback, taken for more than 4 channels on AVX2 CPUs and always
 without AVX2, repeats the first row where the output width is 1; this follows its AVX2 kernel.)
 """
@@ -16,13 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from torchedge.kernels.dtypes import accumulate_dtype, category
-from torchedge.kernels.portable.adaptive_pooling import matmul_along
 from torchedge.kernels.portable.common import check, fail, quiet, write
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["source_scale", "nearest_indices", "linear_taps", "cubic_taps", "cubic_weights"]
-
-_MATRIX_SIZE = 96  # up to this input length, one dense interpolation matrix (BLAS) beats gathers
+__all__ = ["source_scale", "nearest_indices", "linear_taps", "cubic_taps", "cubic_weights", "interpolate_by_gathers"]
 
 
 def source_scale(in_size: int, out_size: int, align_corners: bool, scale, dtype) -> float:
@@ -162,13 +160,13 @@ def _resized(op: str, dims: int, x, size: tuple) -> tuple:
     return x.shape[:-dims] + size
 
 
-def _resize(op, mode, dims, x, size, align_corners, scales, out):
+def _resize(op, mode, dims, x, size, align_corners, scales, out, interpolate):
     shape = _resized(op, dims, x, size)
     if out.shape != shape:
         fail(op, f"out has shape {list(out.shape)}, expected {list(shape)}")
     spatial = x.shape[-dims:]
     scales = [None] * dims if scales is None else list(scales)
-    if mode in ("nearest", "nearest-exact"):  # one take per resized dim (one fancy index is slower)
+    if mode in ("nearest", "nearest-exact"):  # one take per resized dim
         result = x
         for d in range(dims):
             taken = nearest_indices(spatial[d], size[d], scales[d], mode == "nearest-exact")
@@ -197,29 +195,31 @@ def _resize(op, mode, dims, x, size, align_corners, scales, out):
                 indices, weights = cubic_taps(spatial[d], size[d], align_corners, scales[d], acc)
             else:
                 indices, weights = linear_taps(spatial[d], size[d], align_corners, scales[d], acc)
-            if spatial[d] <= _MATRIX_SIZE:
-                matrix = np.zeros((size[d], spatial[d]), acc)
-                for index, weight in zip(indices, weights):
-                    np.add.at(matrix, (np.arange(size[d]), index), weight)
-                result = matmul_along(result, matrix, axis)
-                continue
-            shape = (-1,) + (1,) * (x.ndim - 1 - axis)
-            total = np.take(result, indices[0], axis=axis) * weights[0].reshape(shape)
-            for index, weight in zip(indices[1:], weights[1:]):
-                total += np.take(result, index, axis=axis) * weight.reshape(shape)
-            result = total
+            result = interpolate(result, indices, weights, axis)
     write(out, result)
 
 
-def _vec(op, mode, dims, input, output_size, align_corners, scale_factors, out):
+def interpolate_by_gathers(x: np.ndarray, indices: list, weights: list, axis: int) -> np.ndarray:
+    """``x`` with dim ``axis`` resampled: output position i is the sum over the taps of
+    ``weights[k][i] * x[indices[k][i]]`` along ``axis`` (in x's dtype, the taps in order)."""
+    shape = (-1,) + (1,) * (x.ndim - 1 - axis)
+    total = np.take(x, indices[0], axis=axis) * weights[0].reshape(shape)
+    for index, weight in zip(indices[1:], weights[1:]):
+        total += np.take(x, index, axis=axis) * weight.reshape(shape)
+    return total
+
+
+def _vec(op, mode, dims, input, output_size, align_corners, scale_factors, out, interpolate=interpolate_by_gathers):
     """The ``.vec`` overloads: an output size, or scale factors that also set the mapping."""
     size = _sizes(op, input, dims, output_size, scale_factors)
-    _resize(op, mode, dims, input, size, align_corners, None if output_size is not None else scale_factors, out)
+    scales = None if output_size is not None else scale_factors
+    _resize(op, mode, dims, input, size, align_corners, scales, out, interpolate)
 
 
-def _fixed(op, mode, dims, input, output_size, align_corners, scales, out):
+def _fixed(op, mode, dims, input, output_size, align_corners, scales, out, interpolate=interpolate_by_gathers):
     """The ``.out`` overloads: an output size, plus optional scales for the mapping."""
-    _resize(op, mode, dims, input, _sizes(op, input, dims, output_size, None), align_corners, scales, out)
+    size = _sizes(op, input, dims, output_size, None)
+    _resize(op, mode, dims, input, size, align_corners, scales, out, interpolate)
 
 
 def _upsample_shape(dims: int):
@@ -249,8 +249,20 @@ def upsample_nearest2d_vec(input, output_size, scale_factors, out):
 
 
 @register_kernel("aten::upsample_bilinear2d.vec_out", shape=_upsample_vec_shape(2))
-def upsample_bilinear2d_vec(input, output_size, align_corners, scale_factors, out):
-    _vec("aten::upsample_bilinear2d.vec_out", "linear", 2, input, output_size, align_corners, scale_factors, out)
+def upsample_bilinear2d_vec(
+    input, output_size, align_corners, scale_factors, out, *, interpolate=interpolate_by_gathers
+):
+    _vec(
+        "aten::upsample_bilinear2d.vec_out",
+        "linear",
+        2,
+        input,
+        output_size,
+        align_corners,
+        scale_factors,
+        out,
+        interpolate,
+    )
 
 
 @register_kernel("aten::upsample_nearest1d.out", shape=_upsample_shape(1))
@@ -276,17 +288,31 @@ def upsample_nearest_exact2d(self, output_size, scales_h, scales_w, out):
 
 
 @register_kernel("aten::upsample_linear1d.out", shape=_upsample_shape(1))
-def upsample_linear1d(self, output_size, align_corners, scales, out):
-    _fixed("aten::upsample_linear1d.out", "linear", 1, self, output_size, align_corners, (scales,), out)
+def upsample_linear1d(self, output_size, align_corners, scales, out, *, interpolate=interpolate_by_gathers):
+    _fixed("aten::upsample_linear1d.out", "linear", 1, self, output_size, align_corners, (scales,), out, interpolate)
 
 
 @register_kernel("aten::upsample_bilinear2d.out", shape=_upsample_shape(2))
-def upsample_bilinear2d(self, output_size, align_corners, scales_h, scales_w, out):
-    _fixed("aten::upsample_bilinear2d.out", "linear", 2, self, output_size, align_corners, (scales_h, scales_w), out)
+def upsample_bilinear2d(
+    self, output_size, align_corners, scales_h, scales_w, out, *, interpolate=interpolate_by_gathers
+):
+    _fixed(
+        "aten::upsample_bilinear2d.out",
+        "linear",
+        2,
+        self,
+        output_size,
+        align_corners,
+        (scales_h, scales_w),
+        out,
+        interpolate,
+    )
 
 
 @register_kernel("aten::upsample_trilinear3d.out", shape=_upsample_shape(3))
-def upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, scales_w, out):
+def upsample_trilinear3d(
+    self, output_size, align_corners, scales_d, scales_h, scales_w, out, *, interpolate=interpolate_by_gathers
+):
     _fixed(
         "aten::upsample_trilinear3d.out",
         "linear",
@@ -296,9 +322,22 @@ def upsample_trilinear3d(self, output_size, align_corners, scales_d, scales_h, s
         align_corners,
         (scales_d, scales_h, scales_w),
         out,
+        interpolate,
     )
 
 
 @register_kernel("aten::upsample_bicubic2d.out", shape=_upsample_shape(2))
-def upsample_bicubic2d(self, output_size, align_corners, scales_h, scales_w, out):
-    _fixed("aten::upsample_bicubic2d.out", "cubic", 2, self, output_size, align_corners, (scales_h, scales_w), out)
+def upsample_bicubic2d(
+    self, output_size, align_corners, scales_h, scales_w, out, *, interpolate=interpolate_by_gathers
+):
+    _fixed(
+        "aten::upsample_bicubic2d.out",
+        "cubic",
+        2,
+        self,
+        output_size,
+        align_corners,
+        (scales_h, scales_w),
+        out,
+        interpolate,
+    )
