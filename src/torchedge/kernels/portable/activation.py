@@ -158,7 +158,7 @@ _HALF = np.array(0.5, np.float32)
 
 
 def _gelu_erf_float32(x: np.ndarray, out: np.ndarray) -> None:
-    """x/2 * (1 + erf(x/sqrt(2))) block by block, every pass over a block while it is in cache."""
+    """x/2 * (1 + erf(x/sqrt(2))), over blocks of `ErfRational`'s fixed scratch size."""
     flat = np.ascontiguousarray(x).reshape(-1)
     direct = (
         out.dtype == np.float32
