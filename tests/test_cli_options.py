@@ -298,7 +298,7 @@ def test_inspect_shows_the_onnx_nodes_of_a_delegate(ort_pte, capsys):
 
     pte = deserialize_pte(open(ort_pte, "rb").read())
     (delegate,) = pte.program.execution_plan[0].delegates
-    model, _ = read_payload(pte.delegate_data(delegate))  # the ONNX model, its large weights after it
+    model, _ = read_payload(pte.delegate_data(delegate), pte.named_data)  # the ONNX model, its large weights by key
     graph = onnx.load_model_from_string(model).graph
     kinds: dict[str, int] = {}
     for node in graph.node:

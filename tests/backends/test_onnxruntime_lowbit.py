@@ -106,17 +106,19 @@ def _model_with(initializer: np.ndarray) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def test_large_weights_sit_after_the_model_and_are_read_in_place():
+def test_large_weights_go_to_named_data_and_are_read_in_place():
     from torchedge.backends.onnxruntime.runtime import OnnxRuntimeDelegate
+    from torchedge.runtime.named_data import NamedDataMap
 
     weight = np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 100
-    payload = write_payload(_model_with(weight))
-    assert payload.count(weight.tobytes()) == 1
-    model, arrays = read_payload(payload)
+    payload, named = write_payload(_model_with(weight))
+    assert weight.tobytes() not in payload and list(named.values()) == [weight.tobytes()]
+    model, arrays = read_payload(payload, named.__getitem__)
     assert [name for name, _ in arrays] == ["w"] and np.array_equal(arrays[0][1], weight)
-    assert np.shares_memory(arrays[0][1], np.frombuffer(payload, np.uint8))  # a view, not a copy
+    (stored,) = named.values()
+    assert np.shares_memory(arrays[0][1], np.frombuffer(stored, np.uint8))  # a view, not a copy
     backend = OnnxRuntimeDelegate()
-    handle = backend.init(memoryview(payload), {}, None)
+    handle = backend.init(memoryview(payload), {}, NamedDataMap([("the test", list(named), named.__getitem__)]))
     a = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
     y = np.empty((2, 32), np.float32)
     backend.execute(handle, [a, y])
@@ -126,6 +128,6 @@ def test_large_weights_sit_after_the_model_and_are_read_in_place():
 
 @pytest.mark.parametrize("cut", [12, 40, -8])
 def test_a_truncated_payload_is_an_invalid_program_error(cut):
-    payload = write_payload(_model_with(np.ones((64, 32), np.float32)))
+    payload, named = write_payload(_model_with(np.ones((64, 32), np.float32)))
     with pytest.raises(InvalidProgramError):
-        read_payload(payload[:cut])
+        read_payload(payload[:cut], named.__getitem__)

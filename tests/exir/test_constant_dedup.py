@@ -91,13 +91,14 @@ def _pte_constants(buffer: bytes) -> dict[int, bytes]:
 
 def _onnx_initializers(buffer: bytes) -> list[np.ndarray]:
     """Every initializer of every ONNX delegate: those inside the model and the large ones the
-    payload keeps raw after it."""
+    payload names in the program's named data."""
     from onnx import TensorProto
 
     from torchedge.backends.onnxruntime.payload import read_payload
 
     pte = deserialize_pte(buffer)
-    payloads = [read_payload(pte.delegate_data(d)) for plan in pte.program.execution_plan for d in plan.delegates]
+    delegates = [d for plan in pte.program.execution_plan for d in plan.delegates]
+    payloads = [read_payload(pte.delegate_data(d), pte.named_data) for d in delegates]
     assert payloads, "nothing was delegated"
     arrays = []
     for model_bytes, raw in payloads:

@@ -6,6 +6,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
+from torchedge.backends.onnxruntime.common_values import merge_common_values
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
 from torchedge.backends.onnxruntime.payload import EXTERNAL_BYTES, write_payload
@@ -30,11 +31,13 @@ _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TEN
 
 class OnnxRuntimeBackend(BackendDetails):
     """Lowers a partition to an ONNX model with torchedge's own lowering (not torch.onnx), its large
-    weights stored after the model for the runtime to map (`payload`)."""
+    weights stored in the program's named data by SHA-256 (once per program) for the runtime to map
+    (`payload`)."""
 
     @staticmethod
     def preprocess(edge_program: ExportedProgram, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        return PreprocessResult(processed_bytes=write_payload(lower_exported_program(edge_program)))
+        payload, named_data = write_payload(lower_exported_program(edge_program))
+        return PreprocessResult(processed_bytes=payload, data_store_output=named_data)
 
 
 class OnnxRuntimePartitioner(Partitioner):
@@ -55,6 +58,7 @@ class OnnxRuntimePartitioner(Partitioner):
     def partition(self, exported_program: ExportedProgram) -> PartitionResult:
         # State updates stay portable, where they write only the new rows into the buffer itself.
         updates = {m.value for m in mutations(exported_program.graph_signature)}
+        merge_common_values(exported_program.graph_module)
         infer_symbolic_sizes(exported_program.graph_module)
         constants = _large_constants(exported_program)
         portable = {node for node in exported_program.graph.nodes if node.name in updates}

@@ -24,7 +24,7 @@ from operator import is_
 import numpy as np
 
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, session_threads
-from torchedge.backends.onnxruntime.payload import read_payload
+from torchedge.backends.onnxruntime.payload import payload_weights, read_payload
 from torchedge.errors import InvalidProgramError, KernelError
 from torchedge.runtime.backend import RUNTIME_PROFILING, BackendInterface, register_backend
 
@@ -76,7 +76,7 @@ class _Session:
     signature: tuple = ()  # (inputs, outputs) as `_signature` describes them
     profiling: bool = False  # ONNX Runtime's profiler is on (the program is traced)
     symbolic_outputs: bool = False  # some output size is a symbolic dimension (set from the inputs' sizes)
-    weights: list = field(default_factory=list)  # OrtValues over the payload's bytes (ONNX Runtime does not own them)
+    weights: list = field(default_factory=list)  # OrtValues over the program's bytes (ONNX Runtime does not own them)
     run: object = field(init=False)  # runs the session on the binding
 
     def __post_init__(self):
@@ -144,9 +144,9 @@ class OnnxRuntimeDelegate(BackendInterface):
             session_name = f"torchedge_ort_{os.getpid()}_{next(_PROFILED_SESSIONS)}"
             options.profile_file_prefix = os.path.join(tempfile.gettempdir(), session_name)
         try:
-            model, arrays = read_payload(processed)
+            model, arrays = read_payload(processed, None if named_data is None else named_data.get)
             weights = [ort.OrtValue.ortvalue_from_numpy(array) for _, array in arrays]
-            if weights:  # arrays over the (mapped) payload: no copy of the weights
+            if weights:  # arrays over the (mapped) program's named data: no copy of the weights
                 options.add_external_initializers([name for name, _ in arrays], weights)
             session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
             return _Session(
@@ -218,14 +218,15 @@ class OnnxRuntimeDelegate(BackendInterface):
     def describe(self, processed) -> list[str]:
         """Nodes by operator type, inputs, outputs and weights of the payload's ONNX graph (read
         from its protobuf encoding: no onnx package, no session); subgraphs of If/Loop not counted."""
-        model, arrays = read_payload(processed)
+        model, weights = payload_weights(processed)
         graph = _onnx_graph(memoryview(model))
         kinds = Counter(graph.op_types)
-        mapped = sum(array.nbytes for _, array in arrays)
+        named = [nbytes for _, nbytes, key in weights if key is not None]
+        inline = sum(nbytes for _, nbytes, key in weights if key is None)
         lines = [
             f"ONNX graph: {len(graph.op_types)} nodes, {graph.inputs} input(s), {graph.outputs} output(s)",
-            f"weights: {graph.initializers} initializer(s), {graph.initializer_bytes + mapped:,} bytes in the payload"
-            f" ({len(arrays)} mapped at load, {mapped:,} bytes)",
+            f"weights: {graph.initializers} initializer(s), {len(weights)} mapped at load: {len(named)} by key in"
+            f" named data ({sum(named):,} bytes), {graph.initializer_bytes + inline:,} bytes in the payload",
         ]
         return lines + [f"{count:5d} x {kind}" for kind, count in kinds.most_common()]
 
