@@ -1,8 +1,14 @@
 """An LLM exported the way users ship them: `torchedge export DIR` of a transformers directory,
-float32 and 8da4w, portable and ONNX Runtime, against eager and (with --executorch) ExecuTorch + XNNPACK.
+float32 and 8da4w, portable, ONNX Runtime and XNNPACK, against eager and (with --executorch)
+ExecuTorch's own XNNPACK lowering.
 
-Usage: python benchmarks/llm.py [--model smollm2-135m|smollm2-360m] [--prompt 16] [--new 32]
-                                [--max-seq-len 128] [--executorch] [--json PATH]
+Usage: python benchmarks/llm.py [--model smollm2-135m|smollm2-360m|tiny] [--prompt 16] [--new 32]
+                                [--max-seq-len 128] [--executorch] [--xnnpack-on-torchedge]
+                                [--json PATH]
+
+The "te + XNNPACK" sides are torchedge's ``--recipe xnnpack`` exports run by ExecuTorch's runtime
+(its XNNPACK kernels): torchedge's runtime interprets XNNPACK payloads in NumPy, a reference
+rather than a fast path; --xnnpack-on-torchedge also runs them on torchedge's runtime.
 
 The model has SmolLM2's shapes and random weights (built from a LlamaConfig, saved with
 ``save_pretrained``). Each side compiles in a process of its own (compile time and peak memory
@@ -42,8 +48,18 @@ TORCHEDGE_SIDES = {
     "te + ORT f32": ("onnxruntime", None),
     "te portable 8da4w": ("portable", "8da4w"),
     "te + ORT 8da4w": ("onnxruntime", "8da4w"),
+    "te + XNNPACK f32": ("xnnpack", None),
+    "te + XNNPACK 8da4w": ("xnnpack", "8da4w"),
 }
+ON_EXECUTORCH = ("te + XNNPACK f32", "te + XNNPACK 8da4w")  # torchedge's files that ExecuTorch runs
+ON_TORCHEDGE = " on te"  # the suffix of those sides run by torchedge's runtime
 ET_SIDE = "ET + XNNPACK 8da4w"
+RATIOS = [  # (side, baseline) decode ratios printed after the table
+    *(("te + ORT 8da4w", base) for base in ("te + ORT f32", "te portable f32", ET_SIDE, "eager f32")),
+    ("te + XNNPACK f32", "eager f32"),
+    ("te + XNNPACK 8da4w", ET_SIDE),
+    ("te + XNNPACK 8da4w", "eager f32"),
+]
 _CLI = "import sys; from torchedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
 _ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -84,7 +100,7 @@ def compile_side(side: str, directory: Path, out: Path, max_seq_len: int) -> tup
     if side == ET_SIDE:
         args = [__file__, "--compile-executorch", str(directory), str(out), str(max_seq_len)]
     else:
-        recipe, qlinear = TORCHEDGE_SIDES[side]
+        recipe, qlinear = TORCHEDGE_SIDES[side.removesuffix(ON_TORCHEDGE)]
         args = ["-c", _CLI, "export", str(directory), "-o", str(out), "--recipe", recipe]
         args += ["--max-seq-len", str(max_seq_len)] + (["--qlinear", qlinear] if qlinear else [])
     seconds, peak, _ = _child(args)
@@ -174,7 +190,8 @@ def bandwidth_gb_s() -> float:
 
 def weight_bytes(name: str, side: str) -> float:
     """Bytes of weights one decoded token reads: the linear layers and the LM head (one embedding
-    row is negligible): float32, 4-bit packed two a byte or one a byte (portable), plus group scales."""
+    row is negligible): float32, 4-bit packed two a byte or one a byte (portable), plus group scales
+    (float32 and an int8 zero point; XNNPACK's: bfloat16)."""
     s = SHAPES[name]
     h, m, layers = s["hidden_size"], s["intermediate_size"], s["num_hidden_layers"]
     kv = h // s["num_attention_heads"] * KV_HEADS[name]
@@ -182,7 +199,8 @@ def weight_bytes(name: str, side: str) -> float:
     if "8da4w" not in side:
         return 4.0 * params
     per_weight = 1.0 if "portable" in side else 0.5
-    return params * (per_weight + 5.0 / GROUP_SIZE)  # a float32 scale and an int8 zero point per group
+    per_group = 2.0 if "XNNPACK" in side else 5.0
+    return params * (per_weight + per_group / GROUP_SIZE)
 
 
 def main(argv=None) -> int:
@@ -192,6 +210,9 @@ def main(argv=None) -> int:
     parser.add_argument("--new", type=int, default=32, help="new tokens")
     parser.add_argument("--max-seq-len", type=int, default=128, help="KV-cache positions")
     parser.add_argument("--executorch", action="store_true", help=f"also compile and run '{ET_SIDE}' (~10 min)")
+    parser.add_argument(
+        "--xnnpack-on-torchedge", action="store_true", help="also run the XNNPACK exports on torchedge's runtime"
+    )
     parser.add_argument("--compile-executorch", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     _common.add_json_option(parser)
@@ -210,6 +231,7 @@ def main(argv=None) -> int:
         directory = Path(tmp) / args.model
         write_model(args.model, directory)
         sides = [*TORCHEDGE_SIDES, ET_SIDE] if args.executorch else list(TORCHEDGE_SIDES)
+        sides += [side + ON_TORCHEDGE for side in ON_EXECUTORCH if args.xnnpack_on_torchedge]
         for side in [*sides, "eager f32"]:
             pte = Path(tmp) / f"{side.replace(' ', '_').replace('+', '')}.pte"
             try:
@@ -217,7 +239,7 @@ def main(argv=None) -> int:
                 if side != "eager f32":
                     compiled = compile_side(side, directory, pte, args.max_seq_len)
                     print(f"  {side}: compiled in {compiled[0]:.0f} s", flush=True)
-                kind, path = ("eager", directory) if side == "eager f32" else ("et" if side == ET_SIDE else "te", pte)
+                kind, path = ("eager", directory) if side == "eager f32" else (_runtime(side), pte)
                 flags = ["--max-seq-len", str(args.max_seq_len), "--prompt", str(args.prompt), "--new", str(args.new)]
                 _, _, out = _child([__file__, "--measure", kind, str(path), "-", *flags])
             except RuntimeError as e:  # report a side that cannot run instead of stopping the run
@@ -247,10 +269,15 @@ def main(argv=None) -> int:
     print(f"\n{args.model}, prompt {args.prompt}, {args.new} new tokens, cache {args.max_seq_len}, one thread")
     _common.report(headers, rows, args.json)
     decode = {row[0]: float(row[7]) for row in rows}
-    for base in ("te + ORT f32", "te portable f32", ET_SIDE, "eager f32"):
-        if "te + ORT 8da4w" in decode and base in decode:
-            print(f"decode, te + ORT 8da4w / {base}: {decode['te + ORT 8da4w'] / decode[base]:.2f}x")
+    for side, base in RATIOS:
+        if side in decode and base in decode:
+            print(f"decode, {side} / {base}: {decode[side] / decode[base]:.2f}x")
     return 0
+
+
+def _runtime(side: str) -> str:
+    """``et`` for the programs ExecuTorch's runtime runs, else ``te``."""
+    return "et" if side == ET_SIDE or side in ON_EXECUTORCH else "te"
 
 
 if __name__ == "__main__":

@@ -58,6 +58,10 @@ def _programs(name: str):
         torch.manual_seed(0)
         model, inputs, dim = Block().eval(), (torch.randn(1, 5, 16),), 1
         dynamic = ({1: Dim("tokens", min=1, max=MAX_TOKENS)},)
+    elif name == "batched block":
+        torch.manual_seed(0)
+        model, inputs, dim = Block().eval(), (torch.randn(2, 5, 16),), None
+        dynamic = ({0: Dim("batch", min=1, max=MAX_BATCH), 1: Dim("tokens", min=1, max=MAX_TOKENS)},)
     else:
         model, inputs = load_model(name)
         dim, dynamic = 0, ({0: Dim("batch", min=1, max=MAX_BATCH)},)
@@ -71,6 +75,12 @@ def _programs(name: str):
 def _calls(buffer: bytes) -> collections.Counter:
     plan = deserialize_pte(buffer).program.execution_plan[0]
     return collections.Counter(type(i.instr_args) for chain in plan.chains for i in chain.instructions)
+
+
+def _portable_ops(buffer: bytes) -> collections.Counter:
+    plan = deserialize_pte(buffer).program.execution_plan[0]
+    calls = [i.instr_args for chain in plan.chains for i in chain.instructions]
+    return collections.Counter(plan.operators[c.op_index].name for c in calls if isinstance(c, KernelCall))
 
 
 def _input_dims(buffer: bytes) -> list:
@@ -116,3 +126,25 @@ def test_transformer_block_runs_at_every_sequence_length():
     dims = _input_dims(ours)
     assert dims and all(MAX_TOKENS in d for d in dims if len(d) > 1)
     assert _calls(ours)[KernelCall] <= _calls(theirs)[KernelCall]
+
+
+def test_views_with_two_dynamic_dims_stay_outside_as_in_executorch():
+    """With a dynamic batch and length, views with two dynamic dims, which XNNPACK's reshape (one
+    inferred dim) cannot take, stay on portable kernels, as ExecuTorch's partitioner leaves them;
+    every other operator ExecuTorch delegates is delegated (clones included). ExecuTorch keeps a
+    linear layer whole on its 3-D input, where torchedge's Edge graph has view, addmm, view: the
+    view back to [batch, tokens, features] stays outside as well. Both runtimes give eager's output
+    at every (batch, tokens)."""
+    model, _, _, ours, theirs = _programs("batched block")
+    for batch, tokens in [(1, 1), (1, MAX_TOKENS), (MAX_BATCH, 1), (3, 7), (MAX_BATCH, MAX_TOKENS)]:
+        x = torch.randn(batch, tokens, 16, generator=torch.Generator().manual_seed(batch * 100 + tokens))
+        with torch.no_grad():
+            want = model(x).numpy()
+        for got in (executorch_run(ours, [x.numpy()])[0], torchedge_run(ours, [x.numpy()])[0]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+    views = {"executorch_prim::et_view", "executorch_prim::mul"}  # views and the sizes they read
+    ours_outside, theirs_outside = _portable_ops(ours), _portable_ops(theirs)
+    assert ours_outside["executorch_prim::et_view"] > 0 and theirs_outside["executorch_prim::et_view"] > 0
+    assert {op: n for op, n in ours_outside.items() if op not in views} == {
+        op: n for op, n in theirs_outside.items() if op not in views
+    }

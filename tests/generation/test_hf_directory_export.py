@@ -7,6 +7,10 @@ models, a tokenizer trained here: nothing is downloaded.
 """
 
 import json
+import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -108,28 +112,29 @@ def test_torchedge_greedy_tokens_equal_eager(llama_pte, prompt_ids, reference):
     assert generator.generate(prompt_ids, NEW_TOKENS).tokens == reference
 
 
+def _pieces(tokenizer, tokens) -> list[str]:
+    """What ExecuTorch's runner prints for ``tokens``: it stops at eos without printing it."""
+    return [tokenizer.decode([t]) for t in (tokens[:-1] if tokens[-1] == 2 else tokens)]
+
+
 def test_executorch_text_llm_runner_greedy_tokens_equal_eager(llama_pte, tokenizer, reference):
     runner_module = pytest.importorskip("executorch.extension.llm.runner")
     runner = runner_module.TextLLMRunner(str(llama_pte), str(llama_pte.with_name("llama.tokenizer.json")))
     pieces: list[str] = []
     config = runner_module.GenerationConfig(temperature=0.0, max_new_tokens=NEW_TOKENS, echo=False)
     runner.generate(PROMPT, config, token_callback=pieces.append)
-    expected = [tokenizer.decode([t]) for t in reference]
-    if reference[-1] == 2:  # ExecuTorch's runner stops at eos without printing it
-        expected = expected[:-1]
+    expected = _pieces(tokenizer, reference)
     assert pieces[: len(expected)] == expected
 
 
 @pytest.mark.parametrize("options", [["--qlinear", "8da8w"], ["--qlinear", "8w", "--recipe", "xnnpack"]])
-def test_quantized_and_delegated_exports_run(llama_dir, tmp_path, capsys, prompt_ids, reference, options):
+def test_quantized_and_delegated_exports_run(llama_dir, tmp_path, prompt_ids, reference, options):
     """The tokens may differ from float eager after quantization; the program runs and starts as eager does."""
     from torchedge.generation import TextGenerator
     from torchedge.runtime import Runtime
 
     pte = tmp_path / "q.pte"
     status = main(["export", str(llama_dir), "-o", str(pte), "--max-seq-len", "32", *options])
-    if status == 2 and "does not keep the dynamic sequence length" in capsys.readouterr().err:
-        pytest.xfail("the XNNPACK lowering fixes forward's sequence length to the example's")
     assert status == 0
     result = TextGenerator(Runtime.get().load_program(str(pte))).generate(prompt_ids, 4)
     assert len(result.tokens) >= 1 and result.tokens[0] == reference[0]
@@ -140,24 +145,32 @@ def low_bit_exports(llama_dir, tmp_path_factory):
     """.pte files of the tiny Llama per (recipe, --qlinear), exported once for the tests below."""
     out, made = tmp_path_factory.mktemp("low-bit"), {}
 
-    def export(recipe: str, qlinear: str):
+    def export(recipe: str, qlinear: str | None):
         if (recipe, qlinear) not in made:
             pte = out / f"{recipe}-{qlinear}.pte"
             argv = ["export", str(llama_dir), "-o", str(pte), "--max-seq-len", "32", "--recipe", recipe]
-            assert main([*argv, "--qlinear", qlinear]) == 0
+            assert main([*argv, "--qlinear", qlinear] if qlinear else argv) == 0
             made[recipe, qlinear] = pte
         return made[recipe, qlinear]
 
     return export
 
 
-def _eager_quantized(llama_dir, qlinear: str):
+def _eager_quantized(llama_dir, qlinear: str | None, bfloat16_scales: bool = False):
+    """The directory's model in eager, its linear layers quantized by torchao (``qlinear`` None: float);
+    ``bfloat16_scales``: their scales rounded to bfloat16 (as XNNPACK's 4-bit filters store them)."""
     from transformers import AutoModelForCausalLM
 
     from torchedge.cli.recipes import QLINEAR_TO_QUANTIZE, quantize_model
 
     model = AutoModelForCausalLM.from_pretrained(llama_dir).eval()
-    return quantize_model(model, QLINEAR_TO_QUANTIZE[qlinear], 32)
+    if qlinear is None:
+        return model
+    model = quantize_model(model, QLINEAR_TO_QUANTIZE[qlinear], 32)
+    for layer in model.modules():
+        if bfloat16_scales and isinstance(layer, torch.nn.Linear):
+            layer.weight.scale.data = layer.weight.scale.data.to(torch.bfloat16).float()
+    return model
 
 
 ACTIVATIONS_QUANTIZED = {"8da4w": "4w", "8da8w": "8w"}  # -> the same weights with float activations
@@ -199,6 +212,62 @@ def test_onnxruntime_low_bit_linears_match_eager_quantized(llama_dir, low_bit_ex
             reference.append(int(model(input_ids=torch.tensor([sequence])).logits[0, -1].argmax()))
             sequence.append(reference[-1])
     assert tokens == reference
+
+
+def _executorch(pte, prompt_ids, out) -> tuple[list[str], np.ndarray]:
+    """ExecuTorch's `TextLLMRunner` pieces (greedy, from `PROMPT`) and its runtime's forward logits
+    on ``prompt_ids``, in a subprocess (a crash there fails the test, not the session)."""
+    pytest.importorskip("executorch.extension.llm.runner")
+    script = f"""
+        import json, numpy as np, torch
+        from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+        from executorch.runtime import Runtime
+        pieces = []
+        config = GenerationConfig(temperature=0.0, max_new_tokens={NEW_TOKENS}, echo=False)
+        runner = TextLLMRunner({str(pte)!r}, {str(pte.with_suffix(".tokenizer.json"))!r})
+        runner.generate({PROMPT!r}, config, token_callback=pieces.append)
+        open({str(out / "pieces.json")!r}, "w").write(json.dumps(pieces))
+        forward = Runtime.get().load_program({str(pte)!r}).load_method("forward")
+        ids = torch.tensor([{list(prompt_ids)!r}])
+        np.save({str(out / "logits.npy")!r}, forward.execute([ids, torch.arange(ids.shape[1])])[0].numpy())
+    """
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads((out / "pieces.json").read_text()), np.load(out / "logits.npy")
+
+
+@pytest.mark.parametrize("qlinear", [None, "8da4w", "8da8w"])
+def test_xnnpack_exports_run_on_both_runtimes_as_eager(
+    llama_dir, low_bit_exports, tokenizer, prompt_ids, tmp_path, qlinear
+):
+    """``--recipe xnnpack``: every linear layer is an XNNPACK fully connected node (8da4w: int4
+    filters with bfloat16 scales, 8da8w: int8 filters), forward keeps 1 to 32 tokens a call. The
+    reference is eager on the float or torchao-quantized model, 8da4w's scales rounded to bfloat16;
+    torchedge's runtime and ExecuTorch's give its logits and its greedy tokens."""
+    from torchedge.devtools.describe import describe_program
+    from torchedge.generation import TextGenerator
+    from torchedge.runtime import Runtime
+
+    pte = low_bit_exports("xnnpack", qlinear)
+    model = _eager_quantized(llama_dir, qlinear, bfloat16_scales=qlinear == "8da4w")
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    lowered = re.findall(r"(\d+) x XNNFullyConnected", describe_program(str(pte)))
+    assert sum(map(int, lowered)) == linears
+    ids = list(prompt_ids)
+    reference, sequence = [], list(ids)
+    with torch.no_grad():
+        expected = model(input_ids=torch.tensor([ids])).logits.numpy()
+        while len(reference) < NEW_TOKENS and (not reference or reference[-1] != 2):
+            reference.append(int(model(input_ids=torch.tensor([sequence])).logits[0, -1].argmax()))
+            sequence.append(reference[-1])
+    program = Runtime.get().load_program(str(pte))
+    (logits,) = program.load_method("forward").execute([np.array([ids]), np.arange(len(ids))])
+    np.testing.assert_allclose(logits, expected, rtol=0, atol=1e-3)
+    assert TextGenerator(program).generate(ids, NEW_TOKENS).tokens == reference
+    pieces, executorch_logits = _executorch(pte, ids, tmp_path)
+    np.testing.assert_allclose(executorch_logits, expected, rtol=0, atol=1e-3)
+    expected_pieces = _pieces(tokenizer, reference)
+    assert pieces[: len(expected_pieces)] == expected_pieces
 
 
 def _count(data: bytes, array: np.ndarray) -> int:

@@ -27,8 +27,8 @@ __all__ = [
 BACKENDS = {
     "portable": "every operator on torchedge's portable kernels (ExecuTorch's portable library on a device)",
     "onnxruntime": "delegate what ONNX Runtime runs to it (OnnxRuntimeBackend), the rest portable",
-    "xnnpack": "delegate what XNNPACK runs (float32) to it (XnnpackBackend, as ExecuTorch's XnnpackPartitioner), "
-    "the rest portable",
+    "xnnpack": "delegate what XNNPACK runs (float32; 8da4w and 8da8w linear layers) to it (XnnpackBackend, as "
+    "ExecuTorch's XnnpackPartitioner), the rest portable",
 }
 DTYPES = ("float32", "float16", "bfloat16")
 QUANTIZE_RECIPES = {

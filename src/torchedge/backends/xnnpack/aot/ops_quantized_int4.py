@@ -1,7 +1,7 @@
-"""torchao's int8 dynamic activations with 4-bit group-wise weights (8da4w) lowered to XNNPACK:
-a ``qdint8`` convert of the activation and a ``qbint4`` fully connected filter, as ExecuTorch writes
-them. Registered after `ops_quantized`'s patterns, which a node that is not part of an 8da4w layer
-falls back to."""
+"""torchao's int8 dynamic activations with 4-bit group-wise weights (8da4w) or int8 per-channel
+weights (8da8w) lowered to XNNPACK: a ``qdint8`` convert of the activation and a ``qbint4`` (or
+``qcint8``) fully connected filter, as ExecuTorch writes them. Registered after `ops_quantized`'s
+patterns, which a node that is not part of such a layer falls back to."""
 
 from __future__ import annotations
 
@@ -21,7 +21,15 @@ from torchedge.backends.xnnpack.aot.lowering import (
     lowers_quantized,
     shape,
 )
-from torchedge.backends.xnnpack.aot.quantized_graph import D, bias_ok, float_bias, is_call, output_params
+from torchedge.backends.xnnpack.aot.quantized_graph import (
+    D,
+    QuantizedWeight,
+    bias_ok,
+    filter_value,
+    float_bias,
+    is_call,
+    output_params,
+)
 from torchedge.backends.xnnpack.aot.shapes import dynamic_dims, reshape_dims, upper_bound
 
 __all__: list[str] = []
@@ -37,7 +45,8 @@ aten = torch.ops.aten
 # per row, round, clamp to int8, back to float) ending in the linear layer's input. ExecuTorch
 # lowers the same model to a ``qdint8`` convert of ``r`` and a ``qbint4`` filter
 # (``PerChannelGroupQuant``: bfloat16 scales per output channel and group, values + 8 packed two
-# a byte, low nibble first); so does this.
+# a byte, low nibble first); so does this. A weight with one scale a row and values outside int4's
+# range (8da8w's int8 per output channel) becomes a ``qcint8`` filter with float32 scales.
 
 _CONE_OPS = {
     aten.view_copy.default,
@@ -71,9 +80,9 @@ def _to_float_of_constant(node, ep) -> torch.Tensor | None:
     return constant_placeholder(node.args[0], ep)
 
 
-def _int4_weight(node, ep) -> tuple[_Int4Weight, list] | None:
-    """The 4-bit weight under a linear layer's ``permute(view(mul(sub(...), scale)))`` and the
-    nodes that compute it."""
+def _int4_weight(node, ep) -> tuple[_Int4Weight | QuantizedWeight, list] | None:
+    """The 4-bit group-wise (or int8 per-channel) weight under a linear layer's
+    ``permute(view(mul(sub(...), scale)))`` and the nodes that compute it."""
     if not is_call(node, aten.permute_copy.default) or [int(d) for d in node.args[1]] != [1, 0]:
         return None
     view = node.args[0]
@@ -103,19 +112,20 @@ def _int4_weight(node, ep) -> tuple[_Int4Weight, list] | None:
     if data is None or data.dtype != torch.int8 or data.dim() not in (2, 3):
         return None
     nodes.append(values)
-    if data.dim() == 2:  # one group a row: [out, in] with scales [out, 1]
-        data = data.reshape(data.shape[0], 1, data.shape[1])
-        if tuple(scale.shape) != (data.shape[0], 1):
+    if any(len(n.users) != 1 for n in nodes[1:]) or len(node.users) != 1:
+        return None
+    if data.dim() == 2:  # one scale a row: [out, in] with scales [out, 1]
+        if tuple(data.shape) != (out_features, in_features) or tuple(scale.shape) != (out_features, 1):
             return None
-        scale = scale.reshape(data.shape[0], 1, 1)
+        if bool(torch.any(data < -8)) or bool(torch.any(data > 7)):  # int8 per channel (8da8w)
+            return QuantizedWeight(data.numpy(), scale.detach().to(torch.float32).reshape(-1), per_channel=True), nodes
+        data, scale = data.reshape(out_features, 1, in_features), scale.reshape(out_features, 1, 1)  # one 4-bit group
     out, groups, group_size = data.shape
     if (out, groups * group_size) != (out_features, in_features) or tuple(scale.shape) != (out, groups, 1):
         return None
     if zero is not None and zero.numel() not in (1, out * groups):
         return None
     if group_size % 32 or bool(torch.any(data < -8)) or bool(torch.any(data > 7)):
-        return None
-    if any(len(n.users) != 1 for n in nodes[1:]) or len(node.users) != 1:
         return None
     weight = _Int4Weight(data.reshape(out, in_features).numpy(), scale.reshape(out, groups), group_size)
     return weight, nodes
@@ -249,16 +259,23 @@ def _int4_translate(lw: Lowering, node: torch.fx.Node) -> None:
         return
     bias, x = (linear.args[0], linear.args[1]) if linear.target == aten.addmm.default else (None, linear.args[0])
     w = details
+    if isinstance(w, QuantizedWeight):
+        filter_id = filter_value(lw, w, w.data)
+    else:
+        filter_id = _int4_filter(lw, w)
+    bias_id = float_bias(lw, bias)
+    source = lw.get(x, NCHW)
+    out = lw.output(linear)
+    lw.node("XNNFullyConnected", input1_id=source, filter_id=filter_id, bias_id=bias_id, output_id=out, flags=0)
+
+
+def _int4_filter(lw: Lowering, w: _Int4Weight) -> int:
     scales = w.scale.detach().to(torch.bfloat16).contiguous()
     index = lw.builder.store(scales.view(torch.int16).numpy().tobytes())
     groups = s.PerChannelGroupQuant(
         scale=[], channel_dim=0, group_size=w.group_size, scale_buffer_idx=index, num_scales=int(scales.numel())
     )
-    filter_id = lw.builder.quantized_value(w.data.shape, D.xnn_datatype_qbint4, groups, _pack_int4(w.data))
-    bias_id = float_bias(lw, bias)
-    source = lw.get(x, NCHW)
-    out = lw.output(linear)
-    lw.node("XNNFullyConnected", input1_id=source, filter_id=filter_id, bias_id=bias_id, output_id=out, flags=0)
+    return lw.builder.quantized_value(w.data.shape, D.xnn_datatype_qbint4, groups, _pack_int4(w.data))
 
 
 def _with_int4(target) -> None:

@@ -66,7 +66,7 @@ def _clone_check(node, ep) -> bool:
     return node.kwargs.get("memory_format") in (None, torch.contiguous_format, torch.preserve_format)
 
 
-@lowers(aten.clone.default, aten.alias_copy.default, check=_clone_check)
+@lowers(aten.clone.default, aten.alias_copy.default, check=_clone_check, dynamic=any_dims)
 def _clone(lw: Lowering, node: torch.fx.Node) -> None:
     source = lw.get(node.args[0])
     out = lw.output(node)
