@@ -167,7 +167,7 @@ def test_a_payload_with_its_weights_inline_still_runs():
 
 
 class Mixed(torch.nn.Module):
-    """``w`` is read by two partitions (atan has no ONNX lowering), so its readers stay portable:
+    """``w`` is read by a portable node (atan2 has no ONNX lowering), so its readers stay portable:
     with external constants it goes to the .ptd; ``mid``'s weight, delegated, to the named data."""
 
     def __init__(self):
@@ -176,7 +176,7 @@ class Mixed(torch.nn.Module):
         self.mid = torch.nn.Linear(32, 32)
 
     def forward(self, x):
-        return torch.atan(self.mid(torch.relu(x) @ self.w)) @ self.w
+        return torch.atan2(self.mid(torch.relu(x) @ self.w).unsqueeze(1), self.w).sum(1)
 
 
 def test_external_constants_and_delegate_named_data_load_together(tmp_path):

@@ -58,8 +58,16 @@ def _reshape_target(a: NodeArgs) -> list[int] | None:
     return [-1 if s is None else s for s in target]
 
 
+def _keeps_shape(a: NodeArgs) -> bool:
+    """The output has the input's sizes (symbolic ones by name): the op is the value itself, since
+    ONNX values are immutable."""
+    return [str(s) for s in a.out.shape] == [str(s) for s in a.val("self").shape]
+
+
 @lowers(aten.view_copy.default, check=lambda a: _reshape_target(a) is not None, dynamic_rows=True)
 def _view(g: GraphBuilder, a: NodeArgs) -> str:
+    if _keeps_shape(a):
+        return g.tensor(a["self"])
     target = _reshape_target(a)
     if all(isinstance(s, int) for s in a.out.shape):
         return _reshape(g, g.tensor(a["self"]), target)
@@ -86,6 +94,8 @@ def _permute(g: GraphBuilder, a: NodeArgs) -> str:
 @lowers(aten.expand_copy.default, check=lambda a: _expand_target(a) is not None, dynamic_rows=True)
 def _expand(g: GraphBuilder, a: NodeArgs) -> str:
     """Expand to the output's sizes; a symbolic one is 1 there (the input's size broadcasts)."""
+    if _keeps_shape(a):
+        return g.tensor(a["self"])
     return g.emit("Expand", [g.tensor(a["self"]), g.int64s(_expand_target(a))])
 
 

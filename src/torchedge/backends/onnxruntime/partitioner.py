@@ -43,9 +43,10 @@ class OnnxRuntimeBackend(BackendDetails):
 class OnnxRuntimePartitioner(Partitioner):
     """Delegate every maximal group of operators the ONNX lowering handles.
 
-    A delegate holds a copy of each constant it reads, so a node reading a large constant that
-    another partition or a portable node also reads stays portable: the weight is stored once,
-    in the program (a tied embedding table and LM head, say).
+    Delegates store their large constants in the program's named data, once per program, but a
+    portable node reads its constants from the program's own buffers: a delegated node reading a
+    large constant that a portable node also reads stays portable, so the weight is stored once
+    (a tied embedding table and LM head, say).
 
     ``intra_op_threads`` travels to the runtime as a compile spec: the session's thread count
     unless the runtime sets one (``Runtime.get(num_threads=...)``); neither means one thread.
@@ -96,10 +97,11 @@ def _large_constants(ep: ExportedProgram) -> list[torch.fx.Node]:
 
 
 def _readers_of_shared(constants: list[torch.fx.Node]) -> set[torch.fx.Node]:
-    """The delegated readers of each constant that nodes of another partition, or portable ones, read too."""
+    """The delegated readers of each constant that portable nodes read too (delegates of one
+    program share a weight through its named data, so partitions may share one)."""
     readers: set[torch.fx.Node] = set()
     for constant in constants:
         tags = {user.meta.get(TAG_KEY) for user in constant.users}
-        if len(tags) > 1:
+        if None in tags and len(tags) > 1:
             readers.update(user for user in constant.users if user.meta.get(TAG_KEY) is not None)
     return readers

@@ -1,8 +1,9 @@
 """Free reshapes and expands from the symbolic sizes they are given, before partitioning.
 
 ``view_copy(x, [1, s, 9, 64])`` reads ``s`` from a ``sym_size`` node, a graph value that is not a
-tensor, so it could not join a delegate. Where the symbolic size can be inferred (a single -1 for
-a view; -1, "keep this size", for an expand), the size list becomes integers only; the meta value
+tensor, so it could not join a delegate. Where the symbolic size can be inferred (-1 for a view
+whose output has one symbolic size, the others read from the output; -1, "keep this size", for an
+expand), the size list becomes integers only; the meta value
 of the node, and so its semantics, is unchanged.
 """
 
@@ -21,10 +22,12 @@ def _inferred(node: torch.fx.Node) -> list[int] | None:
     if not isinstance(sizes, (list, tuple)) or all(isinstance(s, int) for s in sizes):
         return None
     if node.target is aten.view_copy.default:
-        symbolic = [i for i, s in enumerate(sizes) if not isinstance(s, int)]
-        if len(symbolic) != 1 or -1 in sizes:
+        # The output's sizes are the truth: its one symbolic size is what -1 infers from the rest.
+        out = node.meta["val"].shape
+        symbolic = [i for i, s in enumerate(out) if not isinstance(s, int)]
+        if len(symbolic) != 1 or 0 in out:
             return None
-        return [-1 if i == symbolic[0] else s for i, s in enumerate(sizes)]
+        return [-1 if i == symbolic[0] else int(s) for i, s in enumerate(out)]
     source = node.args[0].meta["val"].shape
     lead = len(sizes) - len(source)
     out = node.meta["val"].shape

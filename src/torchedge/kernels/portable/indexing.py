@@ -29,11 +29,8 @@ __all__ = [
 def _check_indices(op: str, index: np.ndarray, size: int, negative_ok: bool = False) -> None:
     if index.size:
         low, high = int(index.min()), int(index.max())
-        check(
-            (-size if negative_ok else 0) <= low and high < size,
-            op,
-            f"index {low if low < 0 else high} is out of bounds for dimension of size {size}",
-        )
+        if not ((-size if negative_ok else 0) <= low and high < size):
+            fail(op, f"index {low if low < 0 else high} is out of bounds for dimension of size {size}")
 
 
 def _is_mask(index: np.ndarray) -> bool:

@@ -169,7 +169,8 @@ def _index_put(op: str, self, indices, values, accumulate, out) -> None:
     """out = self with ``out[indices] = values`` (or ``+=``). When out is self's own memory only
     the indexed positions are touched, and 16-bit floats accumulate in their own dtype, one
     rounding per value as ATen's CPU kernel does; a separate out accumulates in float32."""
-    check(values.dtype == self.dtype, op, f"values must have self's dtype {self.dtype}, got {values.dtype}")
+    if values.dtype != self.dtype:
+        fail(op, f"values must have self's dtype {self.dtype}, got {values.dtype}")
     check(any(i is not None for i in indices), op, "needs at least one index tensor (all indices are None)")
     key = index_key(op, self, indices)
     if aliases(out, self):

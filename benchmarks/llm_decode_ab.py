@@ -1,0 +1,98 @@
+"""Decode tokens/s of a float32 and an 8da4w ONNX Runtime export of one LLM, alternated in one process.
+
+Usage: python benchmarks/llm_decode_ab.py [--model smollm2-135m] [--cache DIR] [--rounds 5]
+                                          [--prompt 16] [--new 16] [--max-seq-len 128] [--json PATH]
+
+The model has SmolLM2's shapes and random weights (`llm.write_model`); both sides are
+``torchedge export DIR --recipe onnxruntime [--qlinear 8da4w]`` in a child process, kept in
+``--cache`` (exports at 135M take minutes) and reused while the directory's config is the same.
+Each round generates once with each side, in alternating order, one thread; the table gives
+each side's median decode tokens/s, the median over rounds of the per-round ratio, the load
+average seen during the run (the machine may be shared), the delegate calls and the portable
+instructions one decoded token runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _common  # noqa: E402  (pins native thread pools to one thread)
+import llm  # noqa: E402
+
+SIDES = {"ORT f32": None, "ORT 8da4w": "8da4w"}
+
+
+def exports(model: str, cache: Path, max_seq_len: int) -> dict[str, Path]:
+    """The cached .pte of each side, exported (in a child process) when missing."""
+    directory = cache / model
+    if not (directory / "config.json").exists():
+        llm.write_model(model, directory)
+    paths = {}
+    for side, qlinear in SIDES.items():
+        path = cache / f"{model}_{qlinear or 'f32'}_{max_seq_len}.pte"
+        if not path.exists():
+            seconds, _ = llm.compile_side(f"te + ORT {qlinear or 'f32'}", directory, path, max_seq_len)
+            print(f"  {side}: exported in {seconds:.0f} s", flush=True)
+        paths[side] = path
+    return paths
+
+
+def step_counts(path: Path) -> tuple[int, int]:
+    """(delegate calls, kernel calls) of one run of the program's forward."""
+    from torchedge.schema.program import DelegateCall, KernelCall
+    from torchedge.serialize import deserialize_pte
+
+    plan = next(p for p in deserialize_pte(path.read_bytes()).program.execution_plan if p.name == "forward")
+    kinds = [type(i.instr_args) for chain in plan.chains for i in chain.instructions]
+    return kinds.count(DelegateCall), kinds.count(KernelCall)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=sorted(llm.SHAPES), default="smollm2-135m")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/torchedge_llm_decode_ab"), help="export cache")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
+    parser.add_argument("--new", type=int, default=16, help="new tokens")
+    parser.add_argument("--max-seq-len", type=int, default=128, help="KV-cache positions")
+    _common.add_json_option(parser)
+    args = parser.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    from torchedge.generation import TextGenerator
+    from torchedge.runtime import Runtime
+
+    args.cache.mkdir(parents=True, exist_ok=True)
+    paths = exports(args.model, args.cache, args.max_seq_len)
+    ids = list(range(3, 3 + args.prompt))
+    rates: dict[str, list[float]] = {side: [] for side in SIDES}
+    loads = []
+    with threadpool_limits(1):
+        generators = {side: TextGenerator(Runtime.get().load_program(str(path))) for side, path in paths.items()}
+        for generator in generators.values():
+            generator.generate(ids, 2)  # page the weights in
+        for round_ in range(args.rounds):
+            order = list(SIDES) if round_ % 2 == 0 else list(reversed(SIDES))
+            for side in order:
+                rates[side].append(generators[side].generate(ids, args.new).decode_tokens_per_second)
+            loads.append(os.getloadavg()[0])
+    base = "ORT f32"
+    rows = []
+    for side in SIDES:
+        ratio = statistics.median(a / b for a, b in zip(rates[side], rates[base]))
+        delegates, others = step_counts(paths[side])
+        rows.append([side, f"{statistics.median(rates[side]):.1f}", f"{ratio:.2f}", delegates, others])
+    print(f"\n{args.model}, prompt {args.prompt}, {args.new} new, cache {args.max_seq_len}, one thread, ", end="")
+    print(f"{args.rounds} alternated rounds, load {min(loads):.1f}-{max(loads):.1f}")
+    headers = ["side", "decode tok/s", f"/ {base}", "delegate calls", "kernel calls"]
+    _common.report(headers, rows, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
