@@ -50,8 +50,9 @@ SPECS: dict[str, dict] = {
         "title": "XNNPACK programs on the NumPy interpreter",
         "about": "A `.pte` lowered to XNNPACK by ExecuTorch, run by torchedge's XNNPACK interpreter "
         "(NumPy), against torchedge's portable program of the same model and ExecuTorch with the real "
-        "XNNPACK; rel err is the interpreter's largest difference from ExecuTorch's output, relative to "
-        "its magnitude.",
+        "XNNPACK; `all rows` is the portable program compiled without `narrow_rows` (ExecuTorch's lowering "
+        "runs a classifier's last block for every token, torchedge's program for the one its head reads); "
+        "rel err is the interpreter's largest difference from ExecuTorch's output, relative to its magnitude.",
         "plot": ["interpreter ms", "portable ms", "ET+XNNPACK ms"],
         "axis": "ms per run (log scale)",
     },

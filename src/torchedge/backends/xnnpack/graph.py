@@ -4,7 +4,8 @@ Everything is laid out at load: constants are read (from the program's named dat
 constant data after the payload's flatbuffer in older payloads), every other value gets a buffer
 of its static shape (outputs of views, such as reshapes, share their input's buffer), and each
 node becomes one step that writes its output buffer in place. A run copies the delegate call's
-inputs into their buffers, runs the steps and copies the outputs out. Values are in XNNPACK's
+inputs into their buffers, runs the steps and copies the outputs out, except where the graph is
+laid out in the call's own arrays (below). Values are in XNNPACK's
 layout: what the partitioner tagged channels-last is NHWC, and the graph carries the transposes.
 
 Dynamic shapes: a payload exported with dynamic dimensions gives each value its upper-bound dims,
@@ -14,6 +15,12 @@ connected rows, reshape with its one inferred dim, concatenation, transposes, sl
 dims, windows...), as XNNPACK's ``xnn_reshape_runtime`` propagates them. Plans are kept per
 input shapes (the few most recent), sharing the constants; outputs of another shape than the
 call's output arguments are handed back for the runtime to resize them (`Plan.run`).
+
+Arguments in place: a runtime passes a delegate call the same arrays every run (views into its
+planned memory). Where they fit (the values' dtype and size, contiguous, outputs writable and
+apart from every other argument), the graph is laid out once more with its external values in
+those arrays, kept while the calls pass them: its nodes read the inputs where they are and write
+the outputs where the caller reads them, with no copy in or out.
 """
 
 from __future__ import annotations
@@ -21,20 +28,23 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from torchedge.backends.xnnpack import schema as s
+from torchedge.backends.xnnpack.buffer_reuse import BufferReuse
 from torchedge.backends.xnnpack.constant_data import constant_reader
+from torchedge.backends.xnnpack.fusion import PayloadGraph, plan_fusions
 from torchedge.backends.xnnpack.node_shapes import output_dims, slice_dims
+from torchedge.backends.xnnpack.plan import Plan, same_memory
 from torchedge.backends.xnnpack.quantization import Quant, decode_quantized
 from torchedge.backends.xnnpack.registry import BUILDERS, QUANTIZED_BUILDERS
-from torchedge.errors import InvalidProgramError, KernelError
+from torchedge.errors import InvalidProgramError
+from torchedge.fusion.options import FusionOptions
 
-__all__ = ["NodeContext", "Plan", "build_plan", "DTYPES"]
+__all__ = ["NodeContext", "build_plan", "DTYPES"]
 
 # XNNPACK datatypes of plain values this interpreter computes with (quantized ones: `quantization`).
 DTYPES = {
@@ -42,90 +52,6 @@ DTYPES = {
     s.XNNDatatype.xnn_datatype_fp16: np.dtype(np.float16),
     s.XNNDatatype.xnn_datatype_int32: np.dtype(np.int32),
 }
-
-
-@dataclass
-class Plan:
-    """What a run does: copy ``inputs`` in, run ``steps``, copy ``outputs`` out.
-
-    ``resize``, when set, lays out the same graph for other input shapes (a dynamic payload);
-    such plans are kept in ``variants`` by input shapes, the most recent `MAX_VARIANTS`.
-    """
-
-    inputs: list[np.ndarray]  # buffers of the external inputs, in delegate argument order
-    outputs: list[np.ndarray]  # buffers of the external outputs, in delegate argument order
-    steps: list[tuple[int, str, Callable]] = field(default_factory=list)  # (node index, kind, step)
-    resize: Callable[[tuple[tuple[int, ...], ...]], Plan] | None = None
-    variants: OrderedDict = field(default_factory=OrderedDict)
-
-    MAX_VARIANTS = 8
-
-    def run(self, args) -> dict[int, np.ndarray]:
-        """Runs the graph on ``args`` (inputs, then the outputs to write). Returns the outputs
-        whose shape differs from their argument's (inputs of dynamic dims), by argument position,
-        for the caller to resize the argument to and copy; empty when all were written in place."""
-        n = len(self.inputs)
-        if len(args) != n + len(self.outputs):
-            raise KernelError(
-                f"XnnpackBackend: expected {n} inputs and {len(self.outputs)} outputs, got {len(args)} values"
-            )
-        plan = self._plan_for(args[:n])
-        plan._run_steps(args[:n])
-        resized = {}
-        for k, (buffer, out) in enumerate(zip(plan.outputs, args[n:])):
-            if _same_shape(np.shape(out), buffer.shape):
-                np.copyto(out, buffer.reshape(np.shape(out)), casting="unsafe")
-            else:
-                resized[n + k] = buffer.copy()
-        return resized
-
-    def _plan_for(self, inputs) -> Plan:
-        """This plan when the inputs have its shapes (a 0-d value is [1] in XNNPACK), else the one
-        laid out for their shapes."""
-        if all(_same_shape(np.shape(a), b.shape) for a, b in zip(inputs, self.inputs)):
-            return self
-        # Inputs of the payload's elements keep its dims (a 0-d value is [1] in XNNPACK).
-        shapes = tuple(
-            b.shape if _same_shape(tuple(np.shape(a)), b.shape) else tuple(np.shape(a))
-            for a, b in zip(inputs, self.inputs)
-        )
-        plan = self.variants.get(shapes)
-        if plan is not None:
-            self.variants.move_to_end(shapes)
-            return plan
-        for shape, buffer in zip(shapes, self.inputs):
-            if shape != buffer.shape and (self.resize is None or len(shape) != buffer.ndim):
-                raise KernelError(
-                    f"XnnpackBackend: input has shape {list(shape)}, the delegate was compiled for "
-                    f"{list(buffer.shape)}"
-                    + (" (XNNPACK payloads have static shapes)" if self.resize is None else " (another rank)")
-                )
-        if self.resize is None:  # every input has its compiled shape: checked above
-            return self
-        try:
-            plan = self.resize(shapes)
-        except InvalidProgramError as error:
-            raise KernelError(f"XnnpackBackend: inputs of shapes {[list(x) for x in shapes]}: {error}") from error
-        self.variants[shapes] = plan
-        if len(self.variants) > self.MAX_VARIANTS:
-            self.variants.popitem(last=False)
-        return plan
-
-    def _run_steps(self, inputs) -> None:
-        for buffer, arg in zip(self.inputs, inputs):
-            if np.shape(arg) != buffer.shape:
-                arg = np.reshape(arg, buffer.shape)
-            np.copyto(buffer, arg, casting="unsafe")
-        for index, kind, step in self.steps:
-            try:
-                step()
-            except (ArithmeticError, ValueError, TypeError, IndexError) as error:
-                raise KernelError(f"XnnpackBackend: node {index} ({kind}) failed: {error}") from error
-
-
-def _same_shape(given: tuple[int, ...], compiled: tuple[int, ...]) -> bool:
-    """Equal shapes, or the same elements in another rank (a 0-d value is [1] in XNNPACK)."""
-    return given == compiled or (len(given) != len(compiled) and math.prod(given) == math.prod(compiled))
 
 
 class NodeContext:
@@ -220,6 +146,8 @@ class _GraphValues:
                 known_buffer = None if known is None else known.get(value_id)
                 self.buffers[value_id] = constants(value_id, tensor) if known_buffer is None else known_buffer
         self.constant_ids = [i for i, t in self.tensors.items() if t.value.constant_buffer_idx]
+        self.external: dict[int, np.ndarray] = {}  # external outputs' arrays, where laid out in place
+        self.reuse: BufferReuse | None = None
 
     def tensor(self, value_id: int, ctx: NodeContext) -> _Tensor:
         tensor = self.tensors.get(value_id)
@@ -231,12 +159,19 @@ class _GraphValues:
         if value_id in self.buffers:
             raise ctx.error(f"writes value {value_id}, which is already an input, a constant or an earlier output")
         self.buffers[value_id] = buffer
+        if self.reuse is not None:
+            self.reuse.defined(value_id, buffer)
 
     def allocate(self, value_id: int, ctx: NodeContext, shape: tuple[int, ...] | None = None) -> np.ndarray:
         tensor = self.tensor(value_id, ctx)
         if shape is not None and np.prod(shape, dtype=np.int64) != np.prod(tensor.dims, dtype=np.int64):
             raise ctx.error(f"value {value_id} has shape {list(tensor.dims)}, which does not hold {list(shape)}")
-        buffer = np.zeros(tensor.dims if shape is None else shape, tensor.dtype)
+        given = self.external.get(value_id)
+        if given is None:
+            dims = tensor.dims if shape is None else shape
+            buffer = np.zeros(dims, tensor.dtype) if self.reuse is None else self.reuse.take(dims, tensor.dtype)
+        else:  # an external output in the caller's array (of this size, contiguous: `_fitting_views`)
+            buffer = given if shape is None else given.reshape(shape)
         self.define(value_id, buffer, ctx)
         return buffer
 
@@ -310,24 +245,34 @@ def build_plan(
     named_data,
     input_shapes: tuple[tuple[int, ...], ...] | None = None,
     known_constants: dict[int, np.ndarray] | None = None,
+    arrays: list[np.ndarray] | None = None,
+    fusion: FusionOptions | None = None,
 ) -> Plan:
     """Lays out values and steps for ``graph``; `InvalidProgramError` naming the node for
     anything malformed or not supported (an unknown node kind, a quantized value...).
 
     ``input_shapes``: the external inputs' shapes when not the payload's (dynamic dims), in
-    delegate argument order; ``known_constants``: constant buffers already read, by value id.
+    delegate argument order; ``known_constants``: constant buffers already read, by value id;
+    ``arrays``: the arrays of a call's arguments to lay the external values out in (inputs, then
+    outputs, of the payload's shapes; see `Plan.run`); ``fusion``: the fusion rules to apply
+    (`torchedge.backends.xnnpack.fusion`; default `FusionOptions()`, the exact ones).
     """
     values = _GraphValues(graph, constant_reader(graph, constant_data, named_data), known_constants)
     input_ids = _externals(values, graph.input_ids, s.VALUE_FLAG_EXTERNAL_INPUT, "input")
     output_ids = _externals(values, graph.output_ids, s.VALUE_FLAG_EXTERNAL_OUTPUT, "output")
+    if arrays is not None:
+        values.external = dict(zip(output_ids, arrays[len(input_ids) :]))
     payload = {value_id: tensor.dims for value_id, tensor in values.tensors.items()}
     if input_shapes is not None:
         for value_id, shape in zip(input_ids, input_shapes):
             values.tensors[value_id] = values.tensors[value_id].with_dims(shape)
-    for value_id in input_ids:
+    for k, value_id in enumerate(input_ids):
         tensor = values.tensors[value_id]
-        values.buffers[value_id] = np.zeros(tensor.dims, tensor.dtype)
+        values.buffers[value_id] = np.zeros(tensor.dims, tensor.dtype) if arrays is None else arrays[k]
     plan = Plan([values.buffers[i] for i in input_ids], [])
+    values.reuse = BufferReuse([x.xnode_union for x in graph.xnodes], set(output_ids))
+    fusions = plan_fusions(PayloadGraph(graph.xnodes, values.tensors, set(output_ids)), fusion)
+    grouped = {i: group for group in fusions.values() for i in group.nodes}
     for index, xnode in enumerate(graph.xnodes):
         node = xnode.xnode_union
         ctx = NodeContext(values, index, xnode)
@@ -340,7 +285,15 @@ def build_plan(
             raise ctx.error(f"this node {what} is not supported by torchedge's XNNPACK interpreter")
         if input_shapes is not None:
             _follow_shapes(node, ctx, values, payload)
-        step = build(node, ctx)
+        group = grouped.get(index)
+        if group is not None and index != group.root:
+            continue  # its group's root runs it
+        members = [node] if group is None else [graph.xnodes[i].xnode_union for i in group.nodes]
+        if group is None:
+            step = build(node, ctx)
+        else:
+            step = group.build(ctx, members, group.arguments, node)
+            ctx.kind = f"{group.rule}: " + " + ".join(type(n).__name__ for n in members)
         output_id = getattr(node, "output_id", None)
         # A quantized output's fused clamp is applied by its builder, in the quantized domain.
         output_quantized = output_id in values.tensors and values.tensors[output_id].quant is not None
@@ -348,12 +301,18 @@ def build_plan(
         if clamp is not None:
             ctx.check(step is not None, "has a fused output clamp but its output is a view of its input")
         plan.steps.extend((index, ctx.kind, s) for s in (step, clamp) if s is not None)
+        for member in members:
+            values.reuse.after(index, member)
     for value_id in output_ids:
         buffer = values.buffers.get(value_id)
         if buffer is None:
             raise InvalidProgramError(f"XNNPACK graph: no node computes output value {value_id}")
         plan.outputs.append(buffer)
-    if input_shapes is None:
+    if arrays is not None:  # outputs some node did not compute in place: views, inputs, constants
+        outs = arrays[len(input_ids) :]
+        plan.copies = [(b, out) for b, out in zip(plan.outputs, outs) if not same_memory(b, out)]
+    elif input_shapes is None:
         known = {i: values.buffers[i] for i in values.constant_ids}
-        plan.resize = functools.partial(build_plan, graph, constant_data, named_data, known_constants=known)
+        again = functools.partial(build_plan, graph, constant_data, named_data, known_constants=known, fusion=fusion)
+        plan.resize = plan.bind = again
     return plan

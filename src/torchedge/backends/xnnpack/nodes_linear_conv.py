@@ -10,7 +10,8 @@ convolutions reduce a strided window view of the input against the filter with o
 (NHWC keeps the channels contiguous). A dense 3x3 stride-1 float32 convolution with enough
 channels and tiles runs the optimized kernels' Winograd F(2x2, 3x3) on NCHW views of its NHWC
 values (its filter made OIHW once, at load), as the portable program's convolution does; the
-rest are written for NHWC. float16 values sum in float32.
+rest are written for NHWC. float16 values sum in float32. A filter's layout for the products is
+derived once per constant filter (`derived`), shared by every plan laid out from the graph.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import numpy as np
 from torchedge.backends.xnnpack.nhwc_windows import Window, padded_input
 from torchedge.backends.xnnpack.registry import builds
 from torchedge.kernels.optimized.convolution_winograd import winograd_conv, winograd_pays
+from torchedge.kernels.optimized.derived_arrays import derived
 
-__all__: list[str] = []
+__all__ = ["fc_matrix", "rows_view"]
 
 _TRANSPOSE_WEIGHTS = 0x1  # XNN_FLAG_TRANSPOSE_WEIGHTS, also XNN_FLAG_TRANSPOSE_B
 
 
-def _rows(x: np.ndarray, columns: int) -> np.ndarray | None:
+def rows_view(x: np.ndarray, columns: int) -> np.ndarray | None:
     """``x`` as a (-1, columns) view, or None if its layout does not allow one."""
     view = x.view()
     try:
@@ -54,15 +56,15 @@ def _fully_connected(node, ctx):
     x, weight = ctx.value(node.input1_id), ctx.value(node.filter_id)
     bias = ctx.optional(node.bias_id)
     ctx.check(weight.ndim == 2, f"filter has {weight.ndim} dims, expected 2")
-    matrix = weight if node.flags & _TRANSPOSE_WEIGHTS else weight.T  # [in, out]
-    n_in, n_out = matrix.shape
+    transposed = bool(node.flags & _TRANSPOSE_WEIGHTS)
+    n_in, n_out = weight.shape if transposed else weight.shape[::-1]
     _check_bias(ctx, bias, n_out)
     ctx.check(x.ndim >= 1 and x.size % n_in == 0, f"input {list(x.shape)} does not split into rows of {n_in}")
     out = ctx.output(node.output_id)
     ctx.check(out.size == x.size // n_in * n_out, f"output {list(out.shape)} does not hold {x.size // n_in} rows")
-    rows, out_rows = _rows(x, n_in), out.reshape(-1, n_out)
+    rows, out_rows = rows_view(x, n_in), out.reshape(-1, n_out)
     acc = _accumulate(out.dtype)
-    matrix = np.ascontiguousarray(matrix, dtype=acc)  # BLAS runs [in, out] faster than its transpose
+    matrix = derived(fc_matrix, (weight,), transposed, acc)  # once per weight, whatever plans read it
     bias = None if bias is None else bias.astype(acc, copy=False)
     target = out_rows if acc == out.dtype else np.empty(out_rows.shape, acc)
     if rows is not None and bias is None and target is out_rows:
@@ -76,6 +78,21 @@ def _fully_connected(node, ctx):
             np.copyto(out_rows, target, casting="same_kind")
 
     return step
+
+
+def fc_matrix(weight: np.ndarray, transposed: bool, dtype: np.dtype) -> np.ndarray:
+    """A fully connected filter as a contiguous [in, out] matrix (BLAS runs it faster than its transpose)."""
+    return np.ascontiguousarray(weight if transposed else weight.T, dtype=dtype)
+
+
+def _conv_matrices(weight: np.ndarray, groups: int, dtype: np.dtype) -> np.ndarray:
+    """An OHWI filter as [groups, kh*kw*cin, cout]: each group's filter as the right-hand GEMM operand."""
+    rows = weight.reshape(groups, weight.shape[0] // groups, -1)
+    return np.ascontiguousarray(rows.transpose(0, 2, 1), dtype=dtype)
+
+
+def _oihw(weight: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(weight.transpose(0, 3, 1, 2), dtype=np.float32)
 
 
 @builds("XNNBatchMatrixMultiply")
@@ -137,16 +154,15 @@ def _conv2d(node, ctx):
     if winograd is not None:
         return winograd
     n, out_h, out_w, _ = out.shape
-    # [groups, kh*kw*cin, cout]: each group's filter as the right-hand GEMM operand.
     acc = _accumulate(out.dtype)
-    matrices = np.ascontiguousarray(weight.reshape(groups, cout, kh * kw * cin).transpose(0, 2, 1), dtype=acc)
+    matrices = derived(_conv_matrices, (weight,), groups, acc)
     bias = None if bias is None else bias.astype(acc, copy=False)
     out_flat = out.reshape(-1, groups * cout)
     target = out_flat if acc == out.dtype else np.empty(out_flat.shape, acc)
     out_rows = target.reshape(-1, groups, cout)
     pointwise = (kh, kw) == (1, 1) and window.stride == (1, 1) and not any(window.padding)
     if pointwise:
-        x_rows = _rows(x, groups * cin)
+        x_rows = rows_view(x, groups * cin)
         columns = None
     else:
         columns = np.empty((n, out_h, out_w, kh, kw, groups * cin), acc)
@@ -182,8 +198,9 @@ def _winograd_step(x, weight, bias, window: Window, out):
     if window.kernel != (3, 3) or window.stride != (1, 1) or window.dilation != (1, 1) or out.dtype != np.float32:
         return None
     x_nchw, out_nchw = x.transpose(0, 3, 1, 2), out.transpose(0, 3, 1, 2)
-    oihw = weight.transpose(0, 3, 1, 2).astype(np.float32)  # a copy of its own, kept read-only:
-    oihw.flags.writeable = False  # the kernel keeps its transform while the filter lives
+    oihw = derived(_oihw, (weight,))  # read-only: the kernel keeps its transform while the filter lives
+    if oihw.flags.writeable:  # from a filter that is not a constant
+        oihw.flags.writeable = False
     if not winograd_pays(x_nchw, oihw, (1, 1), (1, 1), 1, out_nchw.shape[2:], out_nchw, np.dtype(np.float32)):
         return None
     top, _, _, left = window.padding

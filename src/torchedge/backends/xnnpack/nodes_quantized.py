@@ -21,6 +21,7 @@ from torchedge.backends.xnnpack import quantization as q
 from torchedge.backends.xnnpack.nhwc_windows import Window, padded_input
 from torchedge.backends.xnnpack.registry import BUILDERS, builds_quantized
 from torchedge.backends.xnnpack.schema import INVALID_VALUE_ID
+from torchedge.kernels.optimized.derived_arrays import derived
 
 __all__: list[str] = []
 
@@ -87,6 +88,12 @@ def _kernel_scale(ctx, quant: q.Quant, channels: int) -> np.ndarray:
     return quant.scale
 
 
+def _converted(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` in ``dtype``: a filter's integers as the exact sums take them, once per constant filter
+    (every plan of the graph shares it, as the products' layouts of it)."""
+    return array.astype(dtype)
+
+
 def _product(node, ctx):
     """Fully connected and (depthwise) convolution on quantized values."""
     x_quant, w_quant, out_quant = ctx.quant(node.input1_id), ctx.quant(node.filter_id), ctx.quant(node.output_id)
@@ -110,7 +117,7 @@ def _product(node, ctx):
             ctx.check(b_quant is not None and bias.dtype == np.int32, "a static product takes an int32 bias")
     exact = _exact_dtype(ctx, node, x_quant, weight, None if x_quant.dynamic else bias)
     centered = np.zeros(x.shape, exact)
-    arrays = {node.input1_id: centered, node.filter_id: weight.astype(exact)}
+    arrays = {node.input1_id: centered, node.filter_id: derived(_converted, (weight,), exact)}
     if bias is not None and not x_quant.dynamic:
         arrays[node.bias_id] = bias.astype(exact)
     dims = ctx.dims(node.output_id)
@@ -179,7 +186,7 @@ def _blockwise_product(node, ctx, x, x_quant, weight, w_quant):
     ctx.check(bias is None or (bias.dtype == _F32 and bias.shape == (channels,)), f"bias must be float32 [{channels}]")
     out = ctx.output(node.output_id)
     ctx.check(out.dtype == _F32 and out.size == x_quant.rows * channels, f"output must be float32 [.., {channels}]")
-    filters = weight.astype(_F64).reshape(channels, blocks, size)
+    filters = derived(_converted, (weight,), _F64).reshape(channels, blocks, size)
     centered = np.zeros((x_quant.rows, blocks, size), _F64)
     x_rows, out_rows = x.reshape(x_quant.rows, blocks, size), out.reshape(x_quant.rows, channels)
     scale = np.ascontiguousarray(w_quant.scale, _F32)  # [channels, blocks]

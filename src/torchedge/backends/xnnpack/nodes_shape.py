@@ -77,7 +77,8 @@ def _concatenate(node, ctx):
 
 @builds("XNNStaticConstantPad")
 def _constant_pad(node, ctx):
-    """The border is filled once at load (no other node writes the buffer); a run copies the interior."""
+    """A run fills the border and copies the interior (the buffer may be the caller's, or hold
+    another value between runs)."""
     x = ctx.value(node.input_id)
     pre, post = list(node.pre_paddings), list(node.post_paddings)
     ctx.check(len(pre) == len(post) == x.ndim, f"paddings {pre}, {post} do not fit an input of {x.ndim} dims")
@@ -87,9 +88,21 @@ def _constant_pad(node, ctx):
     out = ctx.output(node.output_id)
     shape = tuple(n + a + b for n, a, b in zip(x.shape, pre, post))
     ctx.check(shape == out.shape, f"output has shape {list(out.shape)}, padding gives {list(shape)}")
-    out.fill(node.padding_value)
     interior = out[tuple(slice(a, a + n) for a, n in zip(pre, x.shape))]
-    return functools.partial(np.copyto, interior, x)
+    borders = []  # per padded dim, the slabs before and after the interior (corners twice)
+    for axis, (a, n) in enumerate(zip(pre, x.shape)):
+        for part in (slice(0, a), slice(a + n, None)):
+            slab = out[(slice(None),) * axis + (part,)]
+            if slab.size:
+                borders.append(slab)
+    value = node.padding_value
+
+    def step():
+        for slab in borders:
+            slab.fill(value)
+        np.copyto(interior, x)
+
+    return step
 
 
 def _source_positions(size_in: int, size_out: int, align_corners: bool):

@@ -7,7 +7,9 @@ ExecuTorch's id, ``XnnpackBackend``.
 
 Threads: a handle (`Plan`) owns the buffers of its graph's values, so it runs one call at a time,
 which the lock of the method holding it ensures; each loaded method builds a handle of its own,
-and the constants they share are read-only.
+and the constants they share are read-only. A call holds the native pools its products run on
+(BLAS) at the runtime's thread count (`RUNTIME_NUM_THREADS`, one by default), as the runtime
+holds them for its kernels: a fully delegated method runs no kernel that would.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from torchedge.backends.xnnpack import (  # noqa: F401
     nodes_quantized_unary,
     nodes_shape,
 )
-from torchedge.backends.xnnpack.graph import Plan, build_plan
+from torchedge.backends.xnnpack.graph import build_plan
 from torchedge.backends.xnnpack.header import split_payload
 from torchedge.backends.xnnpack.payload_tables import decode_graph
+from torchedge.backends.xnnpack.plan import Plan
 from torchedge.runtime.backend import BackendInterface, register_backend
+from torchedge.runtime.threads import DEFAULT_NUM_THREADS, RUNTIME_NUM_THREADS, ThreadLimit, decode_num_threads
 
 __all__ = ["BACKEND_ID", "XnnpackBackend"]
 
@@ -37,13 +41,19 @@ class XnnpackBackend(BackendInterface):
 
     def init(self, processed, compile_specs, named_data) -> Plan:
         flatbuffer, constant_data = split_payload(processed)
-        return build_plan(decode_graph(flatbuffer), constant_data, named_data)
+        plan = build_plan(decode_graph(flatbuffer), constant_data, named_data)
+        threads = compile_specs.get(RUNTIME_NUM_THREADS)
+        plan.threads = ThreadLimit(DEFAULT_NUM_THREADS if threads is None else decode_num_threads(threads))
+        return plan
 
     def execute(self, handle: Plan, args) -> dict:  # resized outputs, see Plan.run
         """Runs the delegate; returns the outputs whose shape differs from their argument's (a
         payload with dynamic dims run at other shapes), by argument position, for the runtime
         to resize those arguments to (see `Plan.run`)."""
-        return handle.run(args)
+        if handle.threads is None:
+            return handle.run(args)
+        with handle.threads:
+            return handle.run(args)
 
     def describe(self, processed) -> list[str]:
         """Nodes by kind, values, and the constants the payload holds or names."""
