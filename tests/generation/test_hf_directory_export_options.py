@@ -180,3 +180,27 @@ def test_an_embedding_group_that_does_not_divide_the_row_is_an_export_error(unti
 def test_qembedding_on_a_built_in_model_is_an_error(capsys):
     assert main(["export", "mlp", "--qembedding", "8w"]) == 2
     assert "--qembedding applies to a model directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("recipe", ["portable", "xnnpack", "onnxruntime"])
+def test_a_tied_embedding_is_stored_once_on_every_recipe(tied_dir, tmp_path, recipe):
+    """The embedding table and the LM head tied to it: one copy of the float matrix in the file
+    (the head runs portable where the lookup does), and eager's greedy tokens."""
+    from transformers import AutoModelForCausalLM
+
+    from torchedge.generation import TextGenerator
+    from torchedge.models import export_pretrained
+    from torchedge.runtime import Runtime
+
+    if recipe == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    pte = export_pretrained(tied_dir, tmp_path / f"{recipe}.pte", recipe=recipe, max_seq_len=32, quiet=True)
+    model = AutoModelForCausalLM.from_pretrained(tied_dir).eval()
+    matrix = model.get_input_embeddings().weight.detach().numpy()
+    data = pte.read_bytes()
+    assert data.count(matrix.tobytes()) + data.count(np.ascontiguousarray(matrix.T).tobytes()) == 1
+    reference = _eager_greedy(model, PROMPT, NEW_TOKENS)
+    tokens = TextGenerator(Runtime.get().load_program(str(pte))).generate(PROMPT, NEW_TOKENS).tokens
+    assert tokens == reference[: len(tokens)] and (len(tokens) == NEW_TOKENS or tokens[-1] == 2)
+    if recipe != "onnxruntime":  # ExecuTorch's runtime has no ONNX Runtime backend
+        assert _executorch_greedy(pte, PROMPT, NEW_TOKENS) == reference

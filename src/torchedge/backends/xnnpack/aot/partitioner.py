@@ -3,7 +3,9 @@
 The partitioner tags every maximal group of nodes that `lowering.is_supported` accepts (float32
 or float16, static shapes or dynamic ones the translation holds for, the operator's own
 constraints, or a quantized pattern `ops_quantized` lowers exactly); everything else stays on
-portable kernels.
+portable kernels. Delegates keep their constants in the program's named data, portable nodes in
+its constant segment, so a large constant that a portable node reads too (a tied embedding table
+and LM head) keeps its readers portable: it is stored once.
 ``XnnpackBackend.preprocess`` lowers one partition to a payload ExecuTorch's runtime loads
 under the same backend id.
 """
@@ -29,12 +31,14 @@ from torchedge.exir.backend import (
     tag_supported_partitions,
 )
 from torchedge.exir.backend.partitioner import TAG_KEY
+from torchedge.exir.backend.shared_constants import delegated_readers_of_portable_constants, large_constants
 from torchedge.exir.passes.mutable_state import mutations
 
 __all__ = ["BACKEND_ID", "XnnpackBackend", "XnnpackPartitioner"]
 
 BACKEND_ID = "XnnpackBackend"
 _PRECISIONS = {"FP32", "STATIC_QUANT", "DYNAMIC_QUANT"}
+SHARED_CONSTANT_BYTES = 1024  # a constant this large that portable nodes read too keeps its readers portable
 
 
 class XnnpackBackend(BackendDetails):
@@ -84,6 +88,7 @@ class XnnpackPartitioner(Partitioner):
 
         known: dict = {}
         excluded: set = set()
+        constants = large_constants(exported_program, SHARED_CONSTANT_BYTES)
 
         def supported(node) -> bool:
             if node in excluded:
@@ -99,10 +104,11 @@ class XnnpackPartitioner(Partitioner):
                 tags = self._per_op(gm, supported)
             else:
                 tags = tag_supported_partitions(gm, supported, self.delegation_spec, prefix="xnnpack_")
-            split = _split_islands(gm, supported, known)
+            # A quantized pattern must lower whole, in one delegate; a large constant a portable node
+            # reads too is stored once when its readers stay portable: leave them out, partition again.
+            split = _split_islands(gm, supported, known) or delegated_readers_of_portable_constants(constants)
             if not split:
                 break
-            # A quantized pattern must lower whole, in one delegate: leave it out, partition again.
             excluded |= split
             for node in gm.graph.nodes:
                 node.meta.pop(TAG_KEY, None)
