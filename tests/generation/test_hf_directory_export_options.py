@@ -204,3 +204,34 @@ def test_a_tied_embedding_is_stored_once_on_every_recipe(tied_dir, tmp_path, rec
     assert tokens == reference[: len(tokens)] and (len(tokens) == NEW_TOKENS or tokens[-1] == 2)
     if recipe != "onnxruntime":  # ExecuTorch's runtime has no ONNX Runtime backend
         assert _executorch_greedy(pte, PROMPT, NEW_TOKENS) == reference
+
+
+def test_external_constants_go_to_a_ptd_both_runtimes_load(untied_dir, tmp_path, capsys):
+    """``--external-constants``: the weights in ``<stem>.ptd``, the program refuses to run without
+    it, and with it both runtimes generate eager's greedy tokens."""
+    from transformers import AutoModelForCausalLM
+
+    from torchedge.cli.loading import load_program
+    from torchedge.errors import TorchEdgeError
+    from torchedge.generation import TextGenerator
+    from torchedge.runtime import Runtime
+
+    pte = tmp_path / "ext.pte"
+    argv = ["export", str(untied_dir), "-o", str(pte), "--max-seq-len", "32", "--external-constants"]
+    assert main(argv) == 0
+    ptd = tmp_path / "ext.ptd"
+    assert f"wrote {ptd}" in capsys.readouterr().out
+    model = AutoModelForCausalLM.from_pretrained(untied_dir).eval()
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert ptd.stat().st_size >= parameters > pte.stat().st_size  # the weights are in the .ptd, not the .pte
+    reference = _eager_greedy(model, PROMPT, NEW_TOKENS)
+    program = Runtime.get().load_program(str(pte), data_path=[str(ptd)])
+    tokens = TextGenerator(program).generate(PROMPT, NEW_TOKENS).tokens
+    assert tokens == reference[: len(tokens)] and (len(tokens) == NEW_TOKENS or tokens[-1] == 2)
+    with pytest.raises(TorchEdgeError, match="--data-path"):  # what `torchedge generate` says without it
+        load_program(str(pte))
+    assert load_program(str(pte), [str(ptd)]).load_method("forward") is not None
+    runtime = pytest.importorskip("executorch.runtime")
+    forward = runtime.Runtime.get().load_program(str(pte), data_path=str(ptd)).load_method("forward")
+    (logits,) = forward.execute([torch.tensor([PROMPT]), torch.arange(len(PROMPT))])
+    assert int(logits[0, -1].argmax()) == reference[0]

@@ -18,6 +18,7 @@ from torchedge.cli.recipes import (
     lower_quantized_linears,
     partitioners,
     quantize_model,
+    write_data_files,
 )
 from torchedge.errors import ExportError, TorchEdgeError
 
@@ -120,8 +121,7 @@ def cmd_export(args) -> int:
     out = args.output or default_output(args.model)
     program.save(out)
     print(f"wrote {out} ({len(program.buffer):,} bytes{_delegated(program, settings.backend)})")
-    if settings.external_constants:
-        _write_data_files(program, out)
+    _report_data_files(write_data_files(program, out))
     if settings.etrecord:
         _write_etrecord(program, model, inputs, settings.etrecord)
     return 0
@@ -151,15 +151,9 @@ def _write_etrecord(program, model, inputs: tuple, path: str) -> None:
     print(f"wrote {path} (ETRecord, with the example inputs and eager's outputs)")
 
 
-def _write_data_files(program, out: str) -> None:
-    """The .ptd of the external constants beside the .pte: ``<output>.ptd`` (several: ``<output>.<name>``)."""
-    stem = os.path.splitext(out)[0]
-    files = program.data_files
-    for name, data in files.items():
-        path = f"{stem}.ptd" if len(files) == 1 else f"{stem}.{name}"
-        with open(path, "wb") as f:
-            f.write(data)
-        print(f"wrote {path} ({len(data):,} bytes of external constants: run with --data-path {path})")
+def _report_data_files(paths) -> None:
+    for path in paths:
+        print(f"wrote {path} ({path.stat().st_size:,} bytes of external constants: run with --data-path {path})")
 
 
 def _export_kv_cache_model(args, settings: ExportSettings) -> int:
@@ -207,9 +201,8 @@ def _export_directory(args, settings: ExportSettings) -> int:
     from torchedge.models.pretrained import export_directory
     from torchedge.models.progress import Progress
 
-    for flag, used in (("--etrecord", settings.etrecord), ("--external-constants", settings.external_constants)):
-        if used:
-            raise TorchEdgeError(f"{flag}: not available for a model directory yet")
+    if settings.etrecord:
+        raise TorchEdgeError("--etrecord: not available for a model directory yet")
     out = args.output or default_output(args.model)
     progress = Progress(quiet=getattr(args, "quiet", False))
     qembedding = (getattr(args, "qembedding", None), getattr(args, "qembedding_group_size", None))
@@ -220,4 +213,5 @@ def _export_directory(args, settings: ExportSettings) -> int:
     )
     program = written.program
     print(f"wrote {out} ({len(program.buffer):,} bytes{_delegated(program, settings.backend)}){note}")
+    _report_data_files(written.data_files)
     return 0

@@ -26,7 +26,7 @@ def cmd_generate(args) -> int:
     check_program_path(args.pte)
     tokenizer = Tokenizer.from_file(args.tokenizer)
     stats = Stats(model_load_start_ms=now_ms())
-    generator = TextGenerator(load_program(args.pte))
+    generator = TextGenerator(load_program(args.pte, args.data_path))
     stats.model_load_end_ms = now_ms()
     stop = args.stop
     if stop is None:  # the program's end-of-sequence ids, else the tokenizer's

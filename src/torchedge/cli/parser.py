@@ -291,6 +291,7 @@ def _generate(sub) -> None:
     p = sub.add_parser("generate", help="generate text with a decoder-only LM .pte (KV cache) on the NumPy runtime")
     p.add_argument("pte", help="the decoder-only LM .pte (as `torchedge export <name>-kv` writes)")
     p.add_argument("--tokenizer", required=True, help="tokenizer.json (the 'tokenizers' package reads it)")
+    add_data_path_option(p)
     p.add_argument("--prompt", help="the text to continue (with --chat: the first user message)")
     p.add_argument(
         "--chat",

@@ -7,7 +7,9 @@ in its help. The functions import torch (and torchao, for quantization) when cal
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from torchedge.errors import ExportError
 
@@ -155,3 +157,14 @@ def _config(recipe: str, group_size: int):
         int4 = torch.int4  # type: ignore[attr-defined]
         return IntxWeightOnlyConfig(weight_dtype=int4, granularity=PerGroup(group_size))
     raise ExportError(f"--quantize {recipe}: unknown recipe; choose from {', '.join(QUANTIZE_RECIPES)}")
+
+
+def write_data_files(program, output: str) -> list[Path]:
+    """The .ptd files of ``program``'s external constants beside ``output``: ``<stem>.ptd`` (several:
+    ``<stem>.<name>``); the paths written (none without external constants)."""
+    stem, files, written = os.path.splitext(output)[0], program.data_files, []
+    for name, data in files.items():
+        path = Path(f"{stem}.ptd" if len(files) == 1 else f"{stem}.{name}")
+        path.write_bytes(data)
+        written.append(path)
+    return written

@@ -23,6 +23,7 @@ from torchedge.cli.recipes import (
     lower_quantized_linears,
     partitioners,
     quantize_model,
+    write_data_files,
 )
 from torchedge.errors import ExportError, TorchEdgeError
 from torchedge.models.example_inputs import dynamic_example
@@ -43,6 +44,7 @@ class ExportedDirectory:
     program: ExecutorchProgramManager
     tokenizer: Path | None
     tokenizer_how: str | None
+    data_files: list[Path]  # the .ptd of the constants kept outside the program (external_constants)
 
 
 def export_pretrained(
@@ -56,6 +58,7 @@ def export_pretrained(
     qembedding_group_size: int | None = None,
     max_seq_len: int | None = None,
     dtype: str = "float32",
+    external_constants: bool = False,
     quiet: bool = False,
 ) -> Path:
     """Export the transformers model directory ``path`` (what ``save_pretrained`` writes) to ``output``
@@ -71,6 +74,8 @@ def export_pretrained(
         max_seq_len: a decoder-only LM's KV-cache positions (default 128, at most the model's
             limit); other tasks: tokens per call (default 32).
         dtype: ``float32``, ``float16`` or ``bfloat16``: the weights, activations and KV cache.
+        external_constants: the program's portable constants go to ``<output stem>.ptd`` beside
+            it (load it with the program: ``data_path=``, ``--data-path``); delegates keep theirs.
         quiet: no progress bar (the stage lines stay).
 
     Returns the ``.pte`` path. Unknown choices and models the export refuses are `ExportError`.
@@ -88,6 +93,7 @@ def export_pretrained(
         quantize=QLINEAR_TO_QUANTIZE[qlinear] if qlinear else None,
         group_size=qlinear_group_size,
         dtype=dtype,
+        external_constants=external_constants,
         max_seq_len=max_seq_len,
     )
     out = os.fspath(output) if output is not None else _default_output(os.fspath(path))
@@ -131,14 +137,15 @@ def export_directory(
         with progress.stage(f"lowering to {settings.backend}"):
             edge = edge.to_backend(partitioner)
     with progress.stage("to_executorch"):
-        program = _to_executorch(edge, cache_len)
+        program = _to_executorch(edge, cache_len, settings.external_constants)
     if partitioner and cache_len:
         _check_tokens_per_call(program, cache_len, settings.backend)
     tokenizer = Path(f"{os.path.splitext(output)[0]}.tokenizer.json")
     with progress.stage(f"writing {output}"):
         program.save(output)
+        data_files = write_data_files(program, output)
         how = write_tokenizer(directory.path, str(tokenizer))
-    return ExportedDirectory(Path(output), program, tokenizer if how else None, how)
+    return ExportedDirectory(Path(output), program, tokenizer if how else None, how, data_files)
 
 
 @contextmanager
@@ -207,10 +214,14 @@ def _to_edge(exported):
     return to_edge(exported)
 
 
-def _to_executorch(edge, cache_len: int | None):
+def _to_executorch(edge, cache_len: int | None, external_constants: bool):
+    import dataclasses
+
+    from torchedge.exir import ExecutorchBackendConfig
     from torchedge.models.causal_lm import causal_lm_backend_config
 
-    return edge.to_executorch(causal_lm_backend_config() if cache_len else None)
+    config = causal_lm_backend_config() if cache_len else ExecutorchBackendConfig()
+    return edge.to_executorch(dataclasses.replace(config, external_constants=external_constants))
 
 
 def _check_tokens_per_call(program, max_cache_len: int, backend: str) -> None:
