@@ -91,12 +91,12 @@ def is_supported(node: torch.fx.Node) -> bool:
 
 
 def _symbols(val) -> set[str]:
-    return {str(s) for s in val.shape if not isinstance(s, int)}
+    return {str(symbol) for s in val.shape if not isinstance(s, int) for symbol in s.node.expr.free_symbols}
 
 
 def _sizes_from_inputs(node: torch.fx.Node) -> bool:
-    """Each symbolic size of the node's outputs is one of its inputs' sizes, so that a delegate's
-    outputs take their sizes from its inputs' (the runtime resizes them by symbol)."""
+    """Each symbolic size of the node's outputs is a function of its inputs' symbolic sizes (a
+    delegate's outputs, whose sizes must be its inputs' sizes, are checked in `lower_graph`)."""
     own = node.meta.get("val")
     outputs = list(own) if isinstance(own, (list, tuple)) else [own]
     known = set().union(*(_symbols(n.meta["val"]) for n in node.all_input_nodes if _has_meta_tensor(n)))
@@ -149,6 +149,19 @@ def _io_value(node, role: str) -> torch.Tensor:
     return val
 
 
+def _check_output_sizes(inputs: list[torch.fx.Node], outputs: list[torch.fx.Node]) -> None:
+    """Each symbolic size of an output is one of the inputs' (by name): the runtime sizes the
+    outputs from the inputs' named dimensions."""
+    named = {str(s) for n in inputs for s in n.meta["val"].shape if not isinstance(s, int)}
+    for node in outputs:
+        unknown = [str(s) for s in node.meta["val"].shape if not isinstance(s, int) and str(s) not in named]
+        if unknown:
+            raise ExportError(
+                f"output {node!r} of the lowered graph has the symbolic size(s) {unknown}, which no input "
+                "has: keep the node that computes it outside the partition"
+            )
+
+
 def lower_graph(
     graph_module: torch.fx.GraphModule,
     inputs: list[torch.fx.Node],
@@ -168,6 +181,7 @@ def lower_graph(
     g = GraphBuilder(opset)
     input_infos = [value_info(g.fresh(f"input_{i}"), _io_value(n, "input")) for i, n in enumerate(inputs)]
     output_infos = [value_info(g.fresh(f"output_{i}"), _io_value(n, "output")) for i, n in enumerate(outputs)]
+    _check_output_sizes(inputs, outputs)
     for node, info in zip(inputs, input_infos):
         g.bind(node, info.name)
     for node in _needed_nodes(graph_module.graph, set(inputs), list(outputs), constants):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
 
 from torchedge.backends.onnxruntime.common_values import merge_common_values
 from torchedge.backends.onnxruntime.compile_specs import BACKEND_ID, INTRA_OP_THREADS, encode_threads
+from torchedge.backends.onnxruntime.grouped_attention import group_attention_heads
+from torchedge.backends.onnxruntime.lowbit import NAMESPACE
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
 from torchedge.backends.onnxruntime.payload import EXTERNAL_BYTES, write_payload
 from torchedge.backends.onnxruntime.symbolic_sizes import infer_symbolic_sizes
@@ -21,12 +22,11 @@ from torchedge.exir.backend import (
     tag_supported_partitions,
 )
 from torchedge.exir.backend.partitioner import TAG_KEY
-from torchedge.exir.ir import constant_value
-from torchedge.exir.passes.mutable_state import mutable_buffers, mutations
+from torchedge.exir.backend.shared_constants import delegated_readers_of_portable_constants, large_constants
+from torchedge.exir.passes.mutable_state import mutations
 
 __all__ = ["OnnxRuntimePartitioner", "OnnxRuntimeBackend"]
 
-_CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
 
 class OnnxRuntimeBackend(BackendDetails):
@@ -46,7 +46,10 @@ class OnnxRuntimePartitioner(Partitioner):
     Delegates store their large constants in the program's named data, once per program, but a
     portable node reads its constants from the program's own buffers: a delegated node reading a
     large constant that a portable node also reads stays portable, so the weight is stored once
-    (a tied embedding table and LM head, say).
+    (a tied embedding table and LM head, say); a low-bit linear stays delegated (it has no portable
+    kernel). Where a delegate's output has a symbolic size none of its inputs has (``2*s``), the
+    node that makes that size stays portable: the runtime sizes a delegate's outputs by name from
+    its inputs' sizes.
 
     ``intra_op_threads`` travels to the runtime as a compile spec: the session's thread count
     unless the runtime sets one (``Runtime.get(num_threads=...)``); neither means one thread.
@@ -61,14 +64,17 @@ class OnnxRuntimePartitioner(Partitioner):
         updates = {m.value for m in mutations(exported_program.graph_signature)}
         merge_common_values(exported_program.graph_module)
         infer_symbolic_sizes(exported_program.graph_module)
-        constants = _large_constants(exported_program)
+        group_attention_heads(exported_program.graph_module)
+        constants = large_constants(exported_program, EXTERNAL_BYTES)
         portable = {node for node in exported_program.graph.nodes if node.name in updates}
         while True:
             tags = self._tag(exported_program.graph_module, frozenset(portable))
-            shared = _readers_of_shared(constants)
-            if not shared:
+            # Low-bit linears have no portable kernel, and their delegate stores the weight packed.
+            shared = delegated_readers_of_portable_constants(constants, must_delegate=_is_lowbit)
+            moved = shared | _makers_of_unknown_sizes(exported_program.graph)
+            if not moved:
                 return PartitionResult(exported_program, tags)
-            portable |= shared
+            portable |= moved
 
     def _tag(self, graph_module: torch.fx.GraphModule, portable: frozenset) -> dict[str, DelegationSpec]:
         """Tag the partitions of the supported nodes not in ``portable``, dropping an earlier try's tags."""
@@ -82,26 +88,34 @@ class OnnxRuntimePartitioner(Partitioner):
         )
 
 
-def _large_constants(ep: ExportedProgram) -> list[torch.fx.Node]:
-    """The placeholders of the parameters, buffers and lifted constants a payload would store raw."""
-    state = mutable_buffers(ep.graph_signature)
-    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
-    return [
-        placeholders[spec.arg.name]
-        for spec in ep.graph_signature.input_specs
-        if spec.kind in _CONSTANT_KINDS
-        and spec.arg.name not in state
-        and isinstance(value := constant_value(ep, spec.target), torch.Tensor)
-        and value.nbytes >= EXTERNAL_BYTES
-    ]
+def _is_lowbit(node: torch.fx.Node) -> bool:
+    return getattr(node.target, "namespace", None) == NAMESPACE
 
 
-def _readers_of_shared(constants: list[torch.fx.Node]) -> set[torch.fx.Node]:
-    """The delegated readers of each constant that portable nodes read too (delegates of one
-    program share a weight through its named data, so partitions may share one)."""
-    readers: set[torch.fx.Node] = set()
-    for constant in constants:
-        tags = {user.meta.get(TAG_KEY) for user in constant.users}
-        if None in tags and len(tags) > 1:
-            readers.update(user for user in constant.users if user.meta.get(TAG_KEY) is not None)
-    return readers
+def _makers_of_unknown_sizes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
+    """For each delegated node read outside its delegate with a symbolic size none of the
+    delegate's inputs has (``2*s``, made inside), the delegated nodes that make that size from
+    inputs without it: the runtime sizes a delegate's outputs by name from its inputs' sizes."""
+    inputs: dict[str, set[str]] = {}  # tag -> the named sizes of its inputs
+    for node in graph.nodes:
+        for user in node.users:
+            tag = user.meta.get(TAG_KEY)
+            if tag is not None and node.meta.get(TAG_KEY) != tag:
+                inputs.setdefault(tag, set()).update(_named_sizes(node))
+    unknown: dict[str, set[str]] = {}  # tag -> the sizes its outputs have and its inputs lack
+    for node in graph.nodes:
+        tag = node.meta.get(TAG_KEY)
+        if tag is not None and any(user.op == "output" or user.meta.get(TAG_KEY) != tag for user in node.users):
+            unknown.setdefault(tag, set()).update(_named_sizes(node) - inputs.get(tag, set()))
+    return {
+        node
+        for node in graph.nodes
+        if (sizes := unknown.get(node.meta.get(TAG_KEY), set()) & _named_sizes(node))
+        and not any(sizes & _named_sizes(n) for n in node.all_input_nodes)
+    }
+
+
+def _named_sizes(node: torch.fx.Node) -> set[str]:
+    val = node.meta.get("val")
+    values = val if isinstance(val, (list, tuple)) else [val]
+    return {str(s) for v in values if isinstance(v, torch.Tensor) for s in v.shape if not isinstance(s, int)}
