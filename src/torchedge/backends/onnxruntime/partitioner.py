@@ -28,7 +28,6 @@ from torchedge.exir.passes.mutable_state import mutations
 __all__ = ["OnnxRuntimePartitioner", "OnnxRuntimeBackend"]
 
 
-
 class OnnxRuntimeBackend(BackendDetails):
     """Lowers a partition to an ONNX model with torchedge's own lowering (not torch.onnx), its large
     weights stored in the program's named data by SHA-256 (once per program) for the runtime to map
