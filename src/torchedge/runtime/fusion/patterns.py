@@ -190,6 +190,9 @@ class _Kernel:
         self.template = [literals.get(n) for n in names] + [None] * len(outs)
         self.slots = [k for k, n in enumerate(names) if n not in literals]
         self.outputs = outputs  # (shape, scratch or None) per out
+        if all(scratch is None and table[r].shape == shape for r, (shape, scratch) in zip(results, outputs)):
+            self.slots += range(len(names), len(names) + len(outs))  # the outs as they are: no reshape, no scratch
+            self.outputs = ()
         prepare = getattr(fn, "prepare", None)
         tensors = [a for n, a in zip(names, call) if n not in literals]
         self.fn = fn if prepare is None else prepare(*self._arguments([*tensors, *(table[r] for r in results)]))
@@ -198,13 +201,17 @@ class _Kernel:
         arguments = self.template.copy()
         for slot, array in zip(self.slots, arrays):
             arguments[slot] = array
-        first = len(self.template) - len(self.outputs)
-        for k, (out, (shape, scratch)) in enumerate(zip(arrays[len(self.slots) :], self.outputs)):
-            arguments[first + k] = scratch if scratch is not None else out if out.shape == shape else out.reshape(shape)
+        if self.outputs:
+            first = len(self.template) - len(self.outputs)
+            for k, (out, (shape, scratch)) in enumerate(zip(arrays[len(self.slots) :], self.outputs)):
+                arguments[first + k] = (
+                    scratch if scratch is not None else out if out.shape == shape else out.reshape(shape)
+                )
         return arguments
 
     def __call__(self, *arrays) -> None:
         self.fn(*self._arguments(arrays))
-        for out, (shape, scratch) in zip(arrays[len(self.slots) :], self.outputs):
-            if scratch is not None:
-                np.copyto(out.reshape(shape), scratch)
+        if self.outputs:
+            for out, (shape, scratch) in zip(arrays[len(self.slots) :], self.outputs):
+                if scratch is not None:
+                    np.copyto(out.reshape(shape), scratch)
