@@ -93,14 +93,15 @@ for _op, _kernel in [
 ]:
     register_kernel(_op, library="optimized")(functools.partial(_kernel, interpolate=interpolate))
 
-for _dims in (2, 3):
-    _op = f"aten::_adaptive_avg_pool{_dims}d.out"
+for _dims, _op, _backward in [
+    (2, "aten::_adaptive_avg_pool2d.out", "aten::_adaptive_avg_pool2d_backward.out"),
+    (3, "aten::_adaptive_avg_pool3d.out", "aten::_adaptive_avg_pool3d_backward.out"),
+]:
     register_kernel(_op, library="optimized")(
         functools.partial(adaptive_pooling.adaptive_avg_pool, _op, _dims, mean_along=adaptive_mean_along)
     )
-    _op = f"aten::_adaptive_avg_pool{_dims}d_backward.out"
-    register_kernel(_op, library="optimized")(
-        functools.partial(backward.adaptive_avg_pool_backward, _op, _dims, spread=adaptive_spread)
+    register_kernel(_backward, library="optimized")(
+        functools.partial(backward.adaptive_avg_pool_backward, _backward, _dims, spread=adaptive_spread)
     )
 register_kernel("aten::adaptive_avg_pool1d.out", library="optimized")(
     functools.partial(adaptive_pooling.adaptive_avg_pool1d, mean_along=adaptive_mean_along)
