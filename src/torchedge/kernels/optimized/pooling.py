@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 from torchedge.kernels.optimized.pooling_direct import (
     direct_windows,
@@ -27,7 +28,7 @@ from torchedge.kernels.portable.common import quiet
 from torchedge.kernels.portable.pooling_geometry import pool_windows
 from torchedge.kernels.registry import register_kernel
 
-__all__ = ["max_pool_with_indices", "max_pool_values", "avg_pool", "avg_pool1d"]
+__all__ = ["max_pool_with_indices", "max_pool_values", "avg_pool1d"]
 
 
 def _direct(x, geometry):
@@ -84,29 +85,13 @@ def max_pool_values(op, dims, self, kernel_size, stride, padding, dilation, ceil
     max_pool_with_indices(op, dims, self, kernel_size, stride, padding, dilation, ceil_mode, out, None)
 
 
-def avg_pool(op, dims, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out):
-    """`torchedge.kernels.portable.pooling.avg_pool` by the strategy that suits the pool."""
-    reference.avg_pool(
-        op,
-        dims,
-        self,
-        kernel_size,
-        stride,
-        padding,
-        ceil_mode,
-        count_include_pad,
-        divisor_override,
-        out,
-        strategy=_avg_strategy,
-    )
-
-
-for _op, _impl, _dims in [
+_IMPLS: list[tuple[str, Callable, int]] = [
     ("aten::max_pool2d_with_indices.out", max_pool_with_indices, 2),
     ("aten::max_pool3d_with_indices.out", max_pool_with_indices, 3),
-    ("aten::avg_pool2d.out", avg_pool, 2),
-    ("aten::avg_pool3d.out", avg_pool, 3),
-]:
+    ("aten::avg_pool2d.out", functools.partial(reference.avg_pool, strategy=_avg_strategy), 2),
+    ("aten::avg_pool3d.out", functools.partial(reference.avg_pool, strategy=_avg_strategy), 3),
+]
+for _op, _impl, _dims in _IMPLS:
     register_kernel(_op, library="optimized")(functools.partial(_impl, _op, _dims))
 
 
