@@ -266,8 +266,10 @@ def main(argv=None) -> int:
         row.append("yes" if tokens.get(row[0]) == tokens.get(reference) else "no")
     headers = ["side", "compile s", "compile peak MB", ".pte MB", "load s", "RSS MB", "prefill tok/s"]
     headers += ["decode tok/s", "of bound", "same tokens"]
-    print(f"\n{args.model}, prompt {args.prompt}, {args.new} new tokens, cache {args.max_seq_len}, one thread")
-    _common.report(headers, rows, args.json)
+    title = f"{args.model}, prompt {args.prompt}, {args.new} new tokens, cache {args.max_seq_len}, one thread"
+    print(f"\n{title}")
+    _common.print_table(headers, rows)
+    _common.write_json(args.json, {title: (headers, rows)})
     decode = {row[0]: float(row[7]) for row in rows}
     for side, base in RATIOS:
         if side in decode and base in decode:

@@ -7,7 +7,7 @@ Every benchmark in benchmarks/ takes ``--json PATH`` and writes there its table 
 the command that made it, the machine (the CPU's model name from /proc/cpuinfo) and the
 versions it ran with. This tool reads every ``*.json`` in the data folder and writes one
 section per benchmark: what it measures, where and how it was run, the table, and a bar
-chart (matplotlib, Agg) of its timing columns as docs/images/performance-<name>.png. The page
+chart (matplotlib, Agg) of its timing columns as docs/images/performance-<JSON file name>.png. The page
 holds only what the JSON files hold: rerun a benchmark and this tool to replace a table (git
 keeps the old ones). ``--check`` writes nothing and exits 1 if the page is out of date with
 the JSON files (the plots are not compared).
@@ -106,13 +106,15 @@ SPECS: dict[str, dict] = {
         "axis": "tokens per second (log scale)",
     },
     "llm": {
-        "title": "LLM export: float32 and 8da4w, portable and ONNX Runtime",
+        "title": "LLM export: float32 and 8da4w on portable, ONNX Runtime and XNNPACK",
         "about": "`torchedge export DIR` of a transformers directory with SmolLM2's shapes (random weights) per "
         "recipe, each compiled in a process of its own (seconds, peak MB) and run in another (load seconds, "
         "RSS after load, one generation: prefill and decode tokens/s), one thread everywhere; `of bound` is "
         "decode over the memory-bandwidth bound (single-thread read bandwidth / bytes of weights per token). "
-        "`te + ORT 8da4w` runs the quantized linears as ONNX Runtime's MatMulNBits. The machine was shared "
-        "with other jobs: compare within one table.",
+        "`te + ORT 8da4w` runs the quantized linears as ONNX Runtime's MatMulNBits; `te + XNNPACK` sides are "
+        "torchedge's XNNPACK exports run by ExecuTorch's runtime; `ET + XNNPACK 8da4w` is ExecuTorch's own "
+        "lowering of the same torchao model. One table per model's shapes. The machine was shared with other "
+        "jobs: compare within one table.",
         "plot": ["decode tok/s", "prefill tok/s"],
         "axis": "tokens per second (log scale)",
     },
@@ -181,10 +183,10 @@ def _markdown_table(columns: list[str], rows: list[list[str]]) -> list[str]:
 
 def _load(data: Path) -> list[dict]:
     """Every result file, in SPECS' order (unknown benchmarks last, by name)."""
-    results = [json.loads(path.read_text()) for path in sorted(data.glob("*.json"))]
+    results = [{**json.loads(path.read_text()), "file": path.stem} for path in sorted(data.glob("*.json"))]
     order = list(SPECS)
     return sorted(
-        results, key=lambda r: (order.index(r["benchmark"]) if r["benchmark"] in order else len(order), r["benchmark"])
+        results, key=lambda r: (order.index(r["benchmark"]) if r["benchmark"] in order else len(order), r["file"])
     )
 
 
@@ -231,8 +233,9 @@ def plot(result: dict, path: Path) -> bool:
     return True
 
 
-def _image(name: str) -> Path:
-    return IMAGES / f"performance-{name}.png"
+def _image(result: dict) -> Path:
+    """One plot per result file (a benchmark run for several models writes one file per model)."""
+    return IMAGES / f"performance-{result['file']}.png"
 
 
 def _where(result: dict) -> str:
@@ -261,11 +264,11 @@ def render(results: list[dict]) -> str:
         used = f", with {_versions(result)}" if versions else ""
         lines += [f"Run {result['date']}{where}{used}:", "", "```bash", result["command"], "```", ""]
         for table in result["tables"]:
-            if len(result["tables"]) > 1:
+            if len(result["tables"]) > 1 or table["name"] != "results":
                 lines += [f"**{table['name']}**", ""]
             lines += _markdown_table(table["columns"], table["rows"]) + [""]
         if _plotted(result) is not None:
-            lines += [f"![{spec['title']}](images/{_image(name).name})", ""]
+            lines += [f"![{spec['title']}](images/{_image(result).name})", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -283,7 +286,7 @@ def main(argv=None) -> int:
         print(f"{args.output.name} is {state}")
         return int(stale)
     for result in results:
-        plot(result, _image(result["benchmark"]))
+        plot(result, _image(result))
     args.output.write_text(text, encoding="utf-8")
     print(f"wrote {args.output} ({len(results)} benchmarks)")
     return 0
