@@ -14,6 +14,11 @@ from typing import TypeVar
 
 __all__ = ["Progress"]
 
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment]
+
 T = TypeVar("T")
 
 
@@ -33,7 +38,7 @@ class Progress:
         self.line(name)
         start = time.perf_counter()
         yield
-        self.line(f"{name.split(' (')[0]}: {time.perf_counter() - start:.1f} s")
+        self.line(f"{name.split(' (')[0]}: {time.perf_counter() - start:.1f} s{_peak_memory()}")
 
     def bar(self, items: Iterable[T], total: int, description: str) -> Iterable[T]:
         """``items``, with a bar of ``total`` steps while they are consumed (when bars are on)."""
@@ -44,3 +49,12 @@ class Progress:
         except ImportError:
             return items
         return tqdm(items, total=total, desc=description, file=self.stream, leave=False)
+
+
+def _peak_memory() -> str:
+    """The process's peak resident memory so far (``, peak 1.2 GB``), where the system reports it."""
+    if resource is None:
+        return ""
+    kilobytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB; macOS: bytes
+    gigabytes = kilobytes / (1 << 30 if sys.platform == "darwin" else 1 << 20)
+    return f", peak {gigabytes:.1f} GB"
