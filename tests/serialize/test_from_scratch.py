@@ -160,3 +160,22 @@ def test_serializer_rejects_inconsistent_programs():
 
     with pytest.raises(ValueError, match="power of 2"):
         serialize_pte(add_program(b""), segment_alignment=100)
+
+
+def test_a_named_blob_equal_to_a_constant_shares_its_bytes():
+    """A delegate's weight that a portable constant holds too (a tied LM head): the named data's
+    segment lies over the constant's bytes; ExecuTorch's runtime still loads and runs the file."""
+    shared = bytes(range(256)) * 8  # 2 KiB, at least ALIAS_BYTES
+    program = add_program(float_bytes(10, 20), extra_constants=(shared,))
+    alone = serialize_pte(program)
+    data = serialize_pte(program, named_data={"head.weight": shared, "small": b"\5" * 16})
+    assert len(data) - len(alone) < len(shared)
+    pte = deserialize_pte(data)
+    segment = pte.program.segments[pte.program.named_data[0].segment_index]
+    constants = pte.program.segments[pte.program.constant_segment.segment_index]
+    assert constants.offset <= segment.offset and segment.offset + segment.size <= constants.offset + constants.size
+    assert bytes(pte.named_data("head.weight")) == shared == bytes(pte.constant_data(2))
+    assert bytes(pte.named_data("small")) == b"\5" * 16
+    assert reserialize(data) == data
+    (out,) = run_forward(data, torch.tensor([1.0, 2.0]))
+    assert out.tolist() == [11.0, 22.0]

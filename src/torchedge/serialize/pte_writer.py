@@ -3,12 +3,15 @@
 Follows the exporter (`exir/_serialize/_program.py`) step for step so that the
 output is byte-identical: constants to segment 0, then the mutable-data
 segment, delegate blobs and named data; the flatbuffer; the `eh00` header when
-there is segment data; padding; the segments.
+there is segment data; padding; the segments. One departure: a named blob whose bytes a
+constant already holds (at least `ALIAS_BYTES`) gets a segment over those bytes instead of a copy
+(segments may overlap: readers load each by offset and size).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 
 from torchedge.errors import InvalidProgramError
@@ -25,7 +28,9 @@ from torchedge.serialize.extended_header import HEADER_LENGTH, ExtendedHeader, i
 from torchedge.serialize.program_tables import FILE_IDENTIFIER, PROGRAM, VECTOR_ALIGNMENT
 from torchedge.serialize.segments import SegmentWriter, align_up, check_alignment, pack_subsegments
 
-__all__ = ["serialize_pte"]
+__all__ = ["ALIAS_BYTES", "serialize_pte"]
+
+ALIAS_BYTES = 1024  # a named blob this large shares a constant's identical bytes
 
 
 def _byte_view(data) -> memoryview:
@@ -64,10 +69,12 @@ def serialize_pte(
         )
     program = dataclasses.replace(program, segments=[])
     writer = SegmentWriter(segment_alignment)
+    constants = _ConstantBytes()
     if program.constant_buffer:
         blobs = [_byte_view(buffer.storage) for buffer in program.constant_buffer]
         pieces, offsets = pack_subsegments(blobs, constant_tensor_alignment)
         program.constant_segment = SubsegmentOffsets(writer.add(pieces), offsets)
+        constants = _ConstantBytes(program.constant_segment.segment_index, blobs, offsets)
         program.constant_buffer = []
     mutable = [_byte_view(blob) for blob in mutable_data or ()]
     if any(len(blob) for blob in mutable):  # all empty: no segment, as the exporter
@@ -76,7 +83,7 @@ def serialize_pte(
     if extract_delegate_segments:
         _extract_delegate_segments(program, writer)
     if named_data:
-        _add_named_data(program, writer, named_data)
+        _add_named_data(program, writer, named_data, constants)
     program.segments = writer.segments
 
     flat = flatbuffer.encode(program, PROGRAM, FILE_IDENTIFIER)
@@ -129,18 +136,43 @@ def _extract_delegate_segments(program: Program, writer: SegmentWriter) -> None:
 
 def _add_deduplicated(writer: SegmentWriter, segment_of: dict, blob: memoryview) -> int:
     """Index of the segment holding `blob`, adding one unless identical bytes have one."""
-    key = blob.tobytes()
+    key = _digest(blob)
     if key not in segment_of:
         segment_of[key] = writer.add([blob])
     return segment_of[key]
 
 
-def _add_named_data(program: Program, writer: SegmentWriter, named_data: Mapping) -> None:
+def _digest(blob: memoryview) -> tuple[int, bytes]:
+    return len(blob), hashlib.sha256(blob).digest()
+
+
+class _ConstantBytes:
+    """Where each constant's bytes lie in the constant segment, by content."""
+
+    def __init__(self, segment: int = -1, blobs: Sequence = (), offsets: Sequence[int] = ()):
+        self.segment = segment
+        self.offset_of = {_digest(blob): offset for blob, offset in zip(blobs, offsets) if len(blob) >= ALIAS_BYTES}
+
+    def alias(self, writer: SegmentWriter, blob: memoryview) -> int | None:
+        """A segment over the constant segment's copy of `blob`'s bytes, or None if it has none."""
+        offset = self.offset_of.get(_digest(blob)) if len(blob) >= ALIAS_BYTES else None
+        return None if offset is None else writer.alias(self.segment, offset, len(blob))
+
+
+def _add_named_data(program: Program, writer: SegmentWriter, named_data: Mapping, constants: _ConstantBytes) -> None:
+    """One segment per distinct blob; a blob a constant holds too (a tied embedding a delegate reads
+    as its LM head) gets a segment over the constant's bytes instead of a copy."""
     if program.named_data:
         raise InvalidProgramError(
             f"program.named_data must be empty (found {len(program.named_data)}) when named_data blobs are given"
         )
-    segment_of: dict[bytes, int] = {}
-    program.named_data = [
-        NamedData(key, _add_deduplicated(writer, segment_of, _byte_view(blob))) for key, blob in named_data.items()
-    ]
+    segment_of: dict = {}
+    entries = []
+    for key, data in named_data.items():
+        blob = _byte_view(data)
+        digest = _digest(blob)
+        if digest not in segment_of:
+            aliased = constants.alias(writer, blob)
+            segment_of[digest] = aliased if aliased is not None else writer.add([blob])
+        entries.append(NamedData(key, segment_of[digest]))
+    program.named_data = entries

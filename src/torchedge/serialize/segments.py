@@ -56,3 +56,12 @@ class SegmentWriter:
         self.segments.append(DataSegment(offset=start, size=length))
         self.size = start + length
         return len(self.segments) - 1
+
+    def alias(self, index: int, offset: int, size: int) -> int:
+        """Appends a segment over bytes already placed: ``size`` bytes at ``offset`` inside segment
+        ``index`` (no bytes written); returns its index."""
+        outer = self.segments[index]
+        if offset + size > outer.size:
+            raise ValueError(f"{offset}+{size} bytes do not fit in segment {index} of {outer.size}")
+        self.segments.append(DataSegment(offset=outer.offset + offset, size=size))
+        return len(self.segments) - 1

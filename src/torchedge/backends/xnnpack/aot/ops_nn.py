@@ -52,26 +52,37 @@ def _addmm_check(node, ep) -> bool:
 @lowers(aten.addmm.default, check=_addmm_check, dynamic=leading_only)
 def _addmm(lw: Lowering, node: torch.fx.Node) -> None:
     bias, x, weight = node.args[:3]
-    w = lw.constant(weight)  # [in, out]
-    b = _bias_vector(lw.ep, bias, w.shape[1])
-    filter_id = lw.builder.value(w.T.shape, np.ascontiguousarray(w.T))
+    filter_id = lw.get(weight)  # [in, out], stored as the program holds it
+    b = _bias_vector(lw.ep, bias, shape(weight)[1])
     bias_id = lw.builder.value(b.shape, b)
     source = lw.get(x)
     out = lw.output(node)
-    lw.node("XNNFullyConnected", input1_id=source, filter_id=filter_id, bias_id=bias_id, output_id=out, flags=0)
+    lw.node(
+        "XNNFullyConnected",
+        input1_id=source,
+        filter_id=filter_id,
+        bias_id=bias_id,
+        output_id=out,
+        flags=FLAG_TRANSPOSE_WEIGHTS,
+    )
 
 
 @lowers(aten.mm.default, dynamic=leading_only)
 def _mm(lw: Lowering, node: torch.fx.Node) -> None:
     x, weight = node.args[:2]
-    w = lw.constant(weight)
     source = lw.get(x)
-    if w is not None:  # a static [out, in] filter
-        filter_id, flags = lw.builder.value(w.T.shape, np.ascontiguousarray(w.T)), 0
-    else:  # a dynamic [in, out] filter, as ExecuTorch lowers mm
-        filter_id, flags = lw.get(weight), FLAG_TRANSPOSE_WEIGHTS
+    # The [in, out] filter, static or computed, as the program holds it: a constant the program's
+    # portable nodes read too (a tied LM head) then shares its bytes in the file.
+    filter_id = lw.get(weight)
     out = lw.output(node)
-    lw.node("XNNFullyConnected", input1_id=source, filter_id=filter_id, bias_id=INVALID, output_id=out, flags=flags)
+    lw.node(
+        "XNNFullyConnected",
+        input1_id=source,
+        filter_id=filter_id,
+        bias_id=INVALID,
+        output_id=out,
+        flags=FLAG_TRANSPOSE_WEIGHTS,
+    )
 
 
 @lowers(aten.bmm.default, dynamic=any_dims)

@@ -4,8 +4,8 @@ The partitioner tags every maximal group of nodes that `lowering.is_supported` a
 or float16, static shapes or dynamic ones the translation holds for, the operator's own
 constraints, or a quantized pattern `ops_quantized` lowers exactly); everything else stays on
 portable kernels. Delegates keep their constants in the program's named data, portable nodes in
-its constant segment, so a large constant that a portable node reads too (a tied embedding table
-and LM head) keeps its readers portable: it is stored once.
+its constant segment; a large constant both read (a tied embedding table and LM head) is stored once,
+the named data's segment lying over the constant's bytes (`torchedge.serialize.pte_writer`).
 ``XnnpackBackend.preprocess`` lowers one partition to a payload ExecuTorch's runtime loads
 under the same backend id.
 """
@@ -31,14 +31,12 @@ from torchedge.exir.backend import (
     tag_supported_partitions,
 )
 from torchedge.exir.backend.partitioner import TAG_KEY
-from torchedge.exir.backend.shared_constants import delegated_readers_of_portable_constants, large_constants
 from torchedge.exir.passes.mutable_state import mutations
 
 __all__ = ["BACKEND_ID", "XnnpackBackend", "XnnpackPartitioner"]
 
 BACKEND_ID = "XnnpackBackend"
 _PRECISIONS = {"FP32", "STATIC_QUANT", "DYNAMIC_QUANT"}
-SHARED_CONSTANT_BYTES = 1024  # a constant this large that portable nodes read too keeps its readers portable
 
 
 class XnnpackBackend(BackendDetails):
@@ -88,7 +86,6 @@ class XnnpackPartitioner(Partitioner):
 
         known: dict = {}
         excluded: set = set()
-        constants = large_constants(exported_program, SHARED_CONSTANT_BYTES)
 
         def supported(node) -> bool:
             if node in excluded:
@@ -104,9 +101,8 @@ class XnnpackPartitioner(Partitioner):
                 tags = self._per_op(gm, supported)
             else:
                 tags = tag_supported_partitions(gm, supported, self.delegation_spec, prefix="xnnpack_")
-            # A quantized pattern must lower whole, in one delegate; a large constant a portable node
-            # reads too is stored once when its readers stay portable: leave them out, partition again.
-            split = _split_islands(gm, supported, known) or delegated_readers_of_portable_constants(constants)
+            # A quantized pattern must lower whole, in one delegate: leave split ones out, partition again.
+            split = _split_islands(gm, supported, known)
             if not split:
                 break
             excluded |= split
