@@ -6,10 +6,12 @@ Usage: python benchmarks/llm_decode_ab.py [--model smollm2-135m] [--cache DIR] [
 The model has SmolLM2's shapes and random weights (`llm.write_model`); both sides are
 ``torchedge export DIR --recipe onnxruntime [--qlinear 8da4w]`` in a child process, kept in
 ``--cache`` (exports at 135M take minutes) and reused while the directory's config is the same.
-Each round generates once with each side, in alternating order, one thread; the table gives
-each side's median decode tokens/s, the median over rounds of the per-round ratio, the load
-average seen during the run (the machine may be shared), the delegate calls and the portable
-instructions one decoded token runs.
+Each round measures the single-thread read bandwidth (`llm.bandwidth_gb_s`), then generates once
+with each side, in alternating order, one thread; the table gives each side's median decode
+tokens/s, the median over rounds of the per-round ratio, the median over rounds of the fraction
+of that round's memory-bandwidth bound (bandwidth / bytes of weights one token reads,
+`llm.weight_bytes`), the load average seen during the run (the machine may be shared), the
+delegate calls and the portable instructions one decoded token runs.
 """
 
 from __future__ import annotations
@@ -71,12 +73,13 @@ def main(argv=None) -> int:
     paths = exports(args.model, args.cache, args.max_seq_len)
     ids = list(range(3, 3 + args.prompt))
     rates: dict[str, list[float]] = {side: [] for side in SIDES}
-    loads = []
+    loads, bandwidths = [], []
     with threadpool_limits(1):
         generators = {side: TextGenerator(Runtime.get().load_program(str(path))) for side, path in paths.items()}
         for generator in generators.values():
             generator.generate(ids, 2)  # page the weights in
         for round_ in range(args.rounds):
+            bandwidths.append(llm.bandwidth_gb_s())
             order = list(SIDES) if round_ % 2 == 0 else list(reversed(SIDES))
             for side in order:
                 rates[side].append(generators[side].generate(ids, args.new).decode_tokens_per_second)
@@ -85,11 +88,14 @@ def main(argv=None) -> int:
     rows = []
     for side in SIDES:
         ratio = statistics.median(a / b for a, b in zip(rates[side], rates[base]))
+        weights = llm.weight_bytes(args.model, side)
+        bound = statistics.median(rate * weights / (gb_s * 1e9) for rate, gb_s in zip(rates[side], bandwidths))
         delegates, others = step_counts(paths[side])
-        rows.append([side, f"{statistics.median(rates[side]):.1f}", f"{ratio:.2f}", delegates, others])
+        rows.append([side, f"{statistics.median(rates[side]):.1f}", f"{ratio:.2f}", f"{bound:.2f}", delegates, others])
     print(f"\n{args.model}, prompt {args.prompt}, {args.new} new, cache {args.max_seq_len}, one thread, ", end="")
-    print(f"{args.rounds} alternated rounds, load {min(loads):.1f}-{max(loads):.1f}")
-    headers = ["side", "decode tok/s", f"/ {base}", "delegate calls", "kernel calls"]
+    print(f"{args.rounds} alternated rounds, load {min(loads):.1f}-{max(loads):.1f}, ", end="")
+    print(f"read bandwidth {statistics.median(bandwidths):.1f} GB/s ({min(bandwidths):.1f}-{max(bandwidths):.1f})")
+    headers = ["side", "decode tok/s", f"/ {base}", "/ bound", "delegate calls", "kernel calls"]
     _common.report(headers, rows, args.json)
     return 0
 

@@ -80,6 +80,15 @@ def test_the_kv_cache_is_updated_in_place(pte, model):
     assert [name for name, _ in kernels].count("aten::arange.start_out") == 1
 
 
+def test_the_layers_counters_copy_one_value_computed_once(pte, model):
+    calls, names = _forward(pte)
+    kernels = [(names[c.op_index], c.args) for c in calls if isinstance(c, KernelCall)]
+    copies = [args for name, args in kernels if name == "aten::copy_"]
+    assert len(copies) == model.config.num_hidden_layers  # each layer's position counter (state)
+    (source,) = {args[1] for args in copies}
+    assert [args[-1] for name, args in kernels if name != "aten::copy_"].count(source) == 1
+
+
 def test_last_prefill_logits_and_greedy_tokens_equal_eager(pte, model):
     from torchedge.generation import TextGenerator
     from torchedge.runtime import Runtime

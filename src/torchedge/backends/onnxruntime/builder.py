@@ -64,6 +64,7 @@ class GraphBuilder:
         self._values: dict[torch.fx.Node, str | list[str]] = {}
         self._cache: dict[tuple, str] = {}  # shared small constants and casts
         self._taken: set[str] = set()
+        self._outputs: set[str] = set()  # the graph's output names
 
     def fresh(self, hint: str) -> str:
         """``hint`` itself, or ``hint_N`` if that name is already used."""
@@ -79,6 +80,14 @@ class GraphBuilder:
 
     def value(self, node: torch.fx.Node) -> str | list[str]:
         return self._values[node]
+
+    def has_value(self, node: torch.fx.Node) -> bool:
+        return node in self._values
+
+    def computes(self, node: torch.fx.Node) -> bool:
+        """Whether a node of this graph computes ``node``'s value (not an input or a constant)."""
+        name = self._values.get(node)
+        return isinstance(name, str) and any(name in n.output for n in self.nodes)
 
     def constant(self, array, hint: str = "const") -> str:
         """The value holding ``array``: an initializer, shared by equal constants."""
@@ -108,6 +117,10 @@ class GraphBuilder:
         if not isinstance(name, str) or name not in self._arrays:
             raise ExportError(f"{node.name} is not one of the lowered graph's constants")
         return self._arrays[name]
+
+    def constant_of(self, name: str) -> np.ndarray | None:
+        """The value of the constant named ``name``; None for a computed value."""
+        return self._arrays.get(name)
 
     def int64s(self, values) -> str:
         """A 1-D int64 constant (shapes, axes, pads)."""
@@ -141,9 +154,20 @@ class GraphBuilder:
         read = {name for node in self.nodes for name in node.input}
         return [t for t in self.initializers if t.name in read]
 
+    def drop_unread(self) -> None:
+        """Remove the nodes no other node reads (a translation may supersede earlier ones); call it
+        after the graph's outputs are added."""
+        while True:
+            read = self._outputs.union(*(node.input for node in self.nodes))
+            kept = [n for n in self.nodes if any(out in read for out in n.output)]
+            if len(kept) == len(self.nodes):
+                return
+            self.nodes[:] = kept
+
     def output(self, value: str, name: str) -> None:
         """Expose ``value`` as the graph output ``name`` (reserved with `fresh` beforehand)."""
         self.nodes.append(helper.make_node("Identity", [value], [name], name=name))
+        self._outputs.add(name)
 
     def emit(self, op_type: str, inputs: list[str], **attributes) -> str:
         """One node with a single output; attributes that are None are left out."""

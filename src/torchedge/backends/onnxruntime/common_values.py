@@ -14,22 +14,11 @@ from __future__ import annotations
 
 import torch
 
+from torchedge.exir.passes.same_values import value_key
+
 __all__ = ["merge_common_values"]
 
 aten = torch.ops.aten
-# Argument types whose text form tells their values apart.
-_EXACT_TEXT = (
-    torch.fx.Node,
-    int,
-    float,
-    bool,
-    str,
-    type(None),
-    torch.dtype,
-    torch.device,
-    torch.layout,
-    torch.memory_format,
-)
 
 
 def _same_tensor_kind(a, b) -> bool:
@@ -41,18 +30,6 @@ def _is_identity_copy(node: torch.fx.Node) -> bool:
     if node.target is not aten.copy.default or not isinstance(node.args[1], torch.fx.Node):
         return False
     return _same_tensor_kind(node.meta.get("val"), node.args[1].meta.get("val"))
-
-
-def _key(node: torch.fx.Node):
-    """What the node computes (operator and arguments), or None if it must stay apart."""
-    tags = getattr(node.target, "tags", ())
-    if torch.Tag.nondeterministic_seeded in tags or torch.Tag.inplace_view in tags:
-        return None
-    literals: list = []
-    torch.fx.node.map_aggregate((node.args, node.kwargs), literals.append)
-    if not all(isinstance(a, _EXACT_TEXT) for a in literals):
-        return None  # a tensor (whose text form elides values) or an unknown object: not merged
-    return node.target, repr(node.args), repr(node.kwargs)
 
 
 def merge_common_values(graph_module: torch.fx.GraphModule) -> bool:
@@ -72,7 +49,7 @@ def merge_common_values(graph_module: torch.fx.GraphModule) -> bool:
             graph.erase_node(node)
             changed = True
             continue
-        key = _key(node)
+        key = value_key(node)
         if key is None:
             continue
         if key in seen:

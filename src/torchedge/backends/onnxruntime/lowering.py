@@ -35,6 +35,7 @@ from torchedge.backends.onnxruntime import (  # noqa: F401  (translations regist
 )
 from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder, value_info
 from torchedge.backends.onnxruntime.registry import NodeArgs, lowering_for
+from torchedge.backends.onnxruntime.reshape_chains import merge_reshape_chains
 from torchedge.errors import ExportError
 from torchedge.exir.ir import constant_value, op_name
 from torchedge.exir.source import describe_node
@@ -198,6 +199,8 @@ def lower_graph(
             g.bind(node, lowering_for(node.target).translate(g, NodeArgs(node)))
     for node, info in zip(outputs, output_infos):
         g.output(g.value(node), info.name)
+    merge_reshape_chains(g)
+    g.drop_unread()
     graph = helper.make_graph(g.nodes, "torchedge", input_infos, output_infos, initializer=g.used_initializers())
     opsets = [helper.make_opsetid("", opset)]
     if any(node.domain == ops_lowbit.MICROSOFT for node in g.nodes):

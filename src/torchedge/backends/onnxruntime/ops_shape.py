@@ -64,10 +64,36 @@ def _keeps_shape(a: NodeArgs) -> bool:
     return [str(s) for s in a.out.shape] == [str(s) for s in a.val("self").shape]
 
 
+def _sizes(node: torch.fx.Node) -> list[str]:
+    return [str(s) for s in node.meta["val"].shape]
+
+
+def _product_of_rows(g: GraphBuilder, a: NodeArgs) -> str | None:
+    """``view(mm(view(x, [rows, k]), w), x's leading sizes + [n])``, as a linear layer decomposes
+    over ``x`` of rank 3 or more, is ONNX's MatMul of ``x`` itself, which multiplies the rows of its
+    leading dimensions by ``w`` in the same one matrix product; None where that is not the pattern,
+    the product is read elsewhere or computed outside this graph, or ``x`` is not a value of it."""
+    product = a["self"]
+    if product.target is not aten.mm.default or len(product.users) != 1 or not g.computes(product):
+        return None  # a product computed outside this graph is not computed again here
+    rows = product.args[0]
+    if not isinstance(rows, torch.fx.Node) or rows.target is not aten.view_copy.default:
+        return None
+    x = rows.args[0]
+    if not (isinstance(x, torch.fx.Node) and g.has_value(x) and len(_sizes(rows)) == 2 and len(_sizes(x)) > 2):
+        return None
+    if _sizes(x)[-1] != _sizes(rows)[-1] or _sizes(x)[:-1] != [str(s) for s in a.out.shape][:-1]:
+        return None
+    return g.emit("MatMul", [g.tensor(x), g.tensor(product.args[1])])
+
+
 @lowers(aten.view_copy.default, check=lambda a: _reshape_target(a) is not None, dynamic_rows=True)
 def _view(g: GraphBuilder, a: NodeArgs) -> str:
     if _keeps_shape(a):
         return g.tensor(a["self"])
+    product = _product_of_rows(g, a)
+    if product is not None:
+        return product  # the earlier MatMul and Reshape are left unread, and dropped
     target = _reshape_target(a)
     if all(isinstance(s, int) for s in a.out.shape):
         return _reshape(g, g.tensor(a["self"]), target)

@@ -11,7 +11,8 @@ each be able to write over their first argument (``index_put``, ``copy``, the
 scatters and same-shape elementwise operators, with the buffer as their ``out``),
 and nothing may read the buffer's old value after the chain starts writing. A
 KV-cache update then costs the new rows only. Anything else gets ExecuTorch's
-write-back ``copy_``. Buffer mutations stop being outputs; a
+write-back ``copy_``. Write-backs of values computed alike (a transformers static cache's
+per-layer position counter) copy one value, computed once. Buffer mutations stop being outputs; a
 mutated user input stays an output (its new value), as in ExecuTorch.
 
 State belongs to the program, not to one method: a buffer that any method mutates is
@@ -36,6 +37,7 @@ from torchedge.exir.memory_planning.inplace import is_inplace_safe
 from torchedge.exir.op_schema import out_variant
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
+from torchedge.exir.passes.same_values import value_key
 from torchedge.exir.source import describe_node
 
 __all__ = [
@@ -290,9 +292,10 @@ class MutableStatePass(PassBase):
         returned = list(output.args[0])
         kinds = [spec.kind for spec in self.signature.output_specs]
         replacements = {}
+        copies = []
         for mutation in found:
             target, value = nodes[mutation.target], nodes[mutation.value]
-            self._write(graph, mutation, target, value)
+            copies += self._write(graph, mutation, target, value)
             replacements[mutation.value] = None if mutation.is_buffer else target
         kept = []
         for node, kind in zip(returned, kinds):
@@ -301,11 +304,15 @@ class MutableStatePass(PassBase):
             if node is not None:
                 kept.append(node)
         output.args = (tuple(kept),)
+        _compute_written_values_once(graph, copies)
         return PassResult(graph_module, True)
 
-    def _write(self, graph: torch.fx.Graph, mutation: Mutation, target: torch.fx.Node, value: torch.fx.Node) -> None:
+    def _write(
+        self, graph: torch.fx.Graph, mutation: Mutation, target: torch.fx.Node, value: torch.fx.Node
+    ) -> list[torch.fx.Node]:
+        """Make ``value`` be written into ``target``; the write-back copy it needed, if any."""
         if value is target:
-            return
+            return []
         what = f"buffer '{mutation.fqn}'" if mutation.is_buffer else f"input '{mutation.target}'"
         if not _same_tensor_type(value, target):
             raise ExportError(
@@ -324,6 +331,25 @@ class MutableStatePass(PassBase):
                 copy = graph.call_function(_aten.copy_.default, (target, value))
             copy.meta["val"] = target.meta["val"]
             inherit_debug_info(copy, value)
-            return
+            return [copy]
         for link in chain:
             link.meta[OUT_TO] = target
+        return []
+
+
+def _compute_written_values_once(graph: torch.fx.Graph, copies: list[torch.fx.Node]) -> None:
+    """Where several write-back copies write values that compute alike (`value_key`: a
+    transformers static cache's per-layer position counter), all copy the first of those values
+    in graph order, and the others are gone: the same value computed once, then copied into each
+    buffer."""
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    first: dict = {}
+    for value in sorted({copy.args[1] for copy in copies}, key=position.__getitem__):
+        key = value_key(value)
+        if key is None or graph.output_node() in value.users:  # an output keeps its node (the signature names it)
+            continue
+        if key not in first:
+            first[key] = value
+            continue
+        value.replace_all_uses_with(first[key])
+        graph.erase_node(value)
