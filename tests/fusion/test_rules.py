@@ -89,6 +89,7 @@ class Recurrent(nn.Module):
 CASES = {
     "fast_attention": (Attention, (1, 6, 16), "torchedge_fused::attention.out"),
     "attention": (Attention, (1, 6, 16), "torchedge_fused::attention_exact.out"),
+    "safe_softmax_rows": (Attention, (1, 6, 16), None),
     "convolution_block": (PaddedConvolution, (1, 3, 9, 9), "torchedge_fused::conv_bn_act.out"),
     "linear_act": (lambda: Linear(torch.relu), (2, 5, 16), "torchedge_fused::linear_act.out"),
     "linear_silu": (lambda: Linear(nn.functional.silu, bias=False), (5, 16), "torchedge_fused::linear_act.out"),

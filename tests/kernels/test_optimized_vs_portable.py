@@ -36,6 +36,7 @@ FUSED = {
     "torchedge_fused::gru_cell.out",
     "torchedge_fused::inverted_residual.out",
     "torchedge_fused::max_pool_values.out",
+    "torchedge_fused::safe_softmax_rows.out",
     "torchedge_fused::strided_copy.out",
 }
 OVERRIDES = (

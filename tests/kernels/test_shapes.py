@@ -401,6 +401,8 @@ _NO_EAGER_CALL = {
     "torchedge_fused::inverted_residual.out",
     "torchedge_fused::max_pool_values.out",
     "torchedge_fused::strided_copy.out",
+    # against eager's where(all(scores == -inf), 0, probs) in tests/backends/test_xnnpack_interp_attention.py
+    "torchedge_fused::safe_softmax_rows.out",
 }
 
 

@@ -1,5 +1,6 @@
 """The attention rules: the math decomposition of ``scaled_dot_product_attention`` as one fused
-kernel, bit-identical (``attention``) or faster within a bound (``fast_attention``)."""
+kernel, bit-identical (``attention``) or faster within a bound (``fast_attention``); its safe
+softmax's masking alone where the rest runs elsewhere (``safe_softmax_rows``, at load)."""
 
 from __future__ import annotations
 
@@ -17,22 +18,32 @@ _TRANSPOSED_KEY = Op("aten::permute_copy", name="transpose", self=Var("key"), di
 _SCALED_KEY = Op("aten::mul", self=_TRANSPOSED_KEY, other=Const("k_scale", number))
 _PRODUCT = Op("aten::bmm", self=Copies(_SCALED_QUERY), mat2=Copies(_SCALED_KEY))
 _SCORES = Maybe(Op("aten::add", self=Copies(_PRODUCT), other=Var("mask"), alpha=1), through="self", name="scores")
-_FULLY_MASKED = Op(
-    "aten::logical_not",
-    self=Op(
-        "aten::any",
-        self=Op("aten::logical_not", self=Op("aten::eq", self=Same("scores"), other=-math.inf)),
-        dim=Const("any_dim"),
-        keepdim=True,
-    ),
+
+
+def _safe_softmax(probs, zeros_of, scores) -> Op:
+    """``where(all(scores == -inf, any_dim), zeros_of's zeros, probs)``: the safe softmax's zeros
+    for the rows whose scores are all -inf (``logical_not(any(logical_not(eq(...))))``)."""
+    fully_masked = Op(
+        "aten::logical_not",
+        self=Op(
+            "aten::any",
+            self=Op("aten::logical_not", self=Op("aten::eq", self=scores, other=-math.inf)),
+            dim=Const("any_dim"),
+            keepdim=True,
+        ),
+    )
+    return Op(
+        "aten::where", other=probs, self=Op("aten::full_like", self=zeros_of, fill_value=0), condition=fully_masked
+    )
+
+
+_PROBS = Op("aten::_softmax", name="probs", self=_SCORES, dim=Const("dim"), half_to_float=False)
+ATTENTION = Op(
+    "aten::bmm", self=Copies(_safe_softmax(_PROBS, Same("probs"), Same("scores"))), mat2=Copies(Var("value"))
 )
-_SAFE_SOFTMAX = Op(
-    "aten::where",
-    other=Op("aten::_softmax", name="probs", self=_SCORES, dim=Const("dim"), half_to_float=False),
-    self=Op("aten::full_like", self=Same("probs"), fill_value=0),
-    condition=_FULLY_MASKED,
-)
-ATTENTION = Op("aten::bmm", self=Copies(_SAFE_SOFTMAX), mat2=Copies(Var("value")))
+# The masking alone, where the scores and their softmax come from elsewhere (an XNNPACK program
+# computes them in one delegate and the product with the values in the next).
+_SAFE_SOFTMAX_ROWS = _safe_softmax(Var("probs"), Var("probs"), Var("scores"))
 
 
 def _attention_guard(found: Match) -> bool:
@@ -64,6 +75,19 @@ def _attention_guard(found: Match) -> bool:
     scores = (*query[:-1], key[-2])
     padded = (1,) * (rank - len(weights)) + tuple(weights)
     return all(w in (1, s) for w, s in zip(padded, scores))
+
+
+def _safe_softmax_rows_guard(found: Match) -> bool:
+    """Float scores and probabilities of one shape and dtype, masked along one of their dims."""
+    g = found.graph
+    shape, dtype, dim = g.shape(found["probs"]), g.dtype(found["probs"]), found["any_dim"]
+    if shape is None or g.shape(found["scores"]) != shape or g.dtype(found["scores"]) != dtype:
+        return False
+    return dtype in FLOATS and type(dim) is int and -len(shape) <= dim < len(shape)
+
+
+def _safe_softmax_rows_arguments(found: Match) -> dict:
+    return {"scores": found["scores"], "probs": found["probs"], "dim": found["any_dim"]}
 
 
 def _fast_attention_arguments(found: Match) -> dict:
@@ -115,5 +139,20 @@ ATTENTION_RULES = (
         ATTENTION,
         _attention_guard,
         _exact_attention_arguments,
+    ),
+    Rule(
+        "safe_softmax_rows",
+        "exact",
+        """The safe softmax's masking where the rest of the attention is not among the steps (an
+        XNNPACK program's delegates compute it): ``eq``, ``logical_not``, ``any``, ``logical_not``,
+        ``full_like`` and ``where`` as ``torchedge_fused::safe_softmax_rows``, which copies the
+        probabilities and zeros the rows whose scores' maximum is -inf (exactly the rows of all
+        -inf scores: a nan makes the maximum nan): the bits of the steps.""",
+        "torchedge_fused::safe_softmax_rows",
+        _SAFE_SOFTMAX_ROWS,
+        _safe_softmax_rows_guard,
+        _safe_softmax_rows_arguments,
+        stages=("load",),
+        reads_first=("scores",),
     ),
 )

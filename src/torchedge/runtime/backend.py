@@ -59,6 +59,12 @@ class BackendInterface:
     def destroy(self, handle: Any) -> None:
         """Release what ``init`` created; optional."""
 
+    def input_count(self, handle: Any) -> int | None:
+        """How many leading arguments of `execute` are inputs, when it reads only those and
+        writes each of the others whole, none read first (load-time fusion's dataflow then sees
+        the bytes it reads and writes); optional: None, any argument may be read and written."""
+        return None
+
     def profile(self, handle: Any) -> list[list[tuple[str, int, int]]]:
         """The delegate's own events, one list per `execute` since init (in order): ``(name,
         start, duration)`` in nanoseconds, ``start`` counted from the start of that execute.

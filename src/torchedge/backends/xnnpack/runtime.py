@@ -55,6 +55,11 @@ class XnnpackBackend(BackendInterface):
         with handle.threads:
             return handle.run(args)
 
+    def input_count(self, handle: Plan) -> int:
+        """The payload's external inputs lead the arguments; `Plan.run` writes each output whole
+        (its node's result in place, or a copy of the value) and never reads one first."""
+        return len(handle.inputs)
+
     def describe(self, processed) -> list[str]:
         """Nodes by kind, values, and the constants the payload holds or names."""
         flatbuffer, constant_data = split_payload(processed)

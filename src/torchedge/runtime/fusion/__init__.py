@@ -14,7 +14,9 @@ write) are applied by `patterns`, each under its rule's name:
   decomposition of ``scaled_dot_product_attention`` (q and kᵀ scaled, plain copies, ``bmm``, the
   additive mask, ``_softmax``, the safe-softmax masking of fully masked rows, ``bmm`` with the
   values) becomes ``torchedge_fused::attention_exact``'s kernel (the same bits) or, at level
-  ``all``, ``torchedge_fused::attention``'s (faster, within the bound its rule states);
+  ``all``, ``torchedge_fused::attention``'s (faster, within the bound its rule states); the
+  masking steps alone, where attention's products run in delegates (`safe_softmax_rows`),
+  become ``torchedge_fused::safe_softmax_rows``'s kernel;
 * **recurrent cells** (`recurrent`): an unrolled ``nn.LSTM`` / ``nn.GRU`` timestep (the hidden
   projection, the gates' split, sigmoids, tanhs, products and sums) becomes
   ``torchedge_fused::lstm_cell`` / ``gru_cell``'s kernel;

@@ -10,13 +10,14 @@ instruction groups only where these prove the rewrite changes nothing anyone rea
 
 Conservative throughout: any overlap of byte ranges counts, an instruction writing part of a
 tensor does not hide the writes before it, every argument of a kernel but its outs counts as
-read, a delegate reads and writes every argument, an operator writing one of its inputs
-(``written_arg``, or in place: ``add_``) also reads it, a kernel that only checks writes
-nothing, and bytes someone reads before any instruction writes them (inputs, mutable state) or
-that other methods share are read again after the run (inputs aside: each run writes them
-anew), as are the outputs. A write the analysis cannot see (a user's kernel writing an argument
-it does not return) only makes an earlier write look read by later steps, so fusion does less,
-never something wrong; no read goes unseen.
+read, a delegate reads and writes every argument (unless its backend says which are its inputs:
+`BackendInterface.input_count`), an operator writing one of its inputs (``written_arg``, or in
+place: ``add_``) also reads it, a kernel that only checks writes nothing, and bytes someone
+reads before any instruction writes them (inputs, mutable state) or that other methods share
+are read again after the run (inputs aside: each run writes them anew), as are the outputs. A
+write the analysis cannot see (a user's kernel writing an argument it does not return) only makes
+an earlier write look read by later steps, so fusion does less, never something wrong; no read
+goes unseen.
 """
 
 from __future__ import annotations
@@ -163,14 +164,14 @@ class Dataflow:
 
     def _written_values(self, step: Step) -> list[int]:
         if step.kind == DELEGATE:
-            return _tensor_args(step, self.values)
+            return _delegate_args(step, self.values, written=True)
         if step.kind != KERNEL or op_traits(step.label).checks_only:
             return []
         return _tensors_of(step.ret, self.values)
 
     def _read_values(self, step: Step) -> list[int]:
         if step.kind == DELEGATE:
-            return _tensor_args(step, self.values)
+            return _delegate_args(step, self.values, written=False)
         if step.kind != KERNEL:
             return []
         traits = op_traits(step.label)
@@ -197,6 +198,17 @@ def _tensors_of(index: int, values: ValueTable) -> list[int]:
 
 def _tensor_args(step: Step, values: ValueTable) -> list[int]:
     return [t for i in step.args for t in _tensors_of(i, values)]
+
+
+def _delegate_args(step: Step, values: ValueTable, written: bool) -> list[int]:
+    """The tensors a delegate call writes (``written``) or reads: its outputs or its inputs where
+    its backend says how many inputs lead its arguments (`BackendInterface.input_count`), else all."""
+    backend, handle = step.delegate
+    count = backend.input_count(handle)
+    if count is None:
+        return _tensor_args(step, values)
+    args = step.args[count:] if written else step.args[:count]
+    return [t for i in args for t in _tensors_of(i, values)]
 
 
 def _bounds(array: np.ndarray) -> tuple[int, int]:
