@@ -49,6 +49,12 @@ class BackendInterface:
     def init(self, processed: memoryview, compile_specs: dict[str, bytes], named_data: NamedDataMap) -> Any:
         raise NotImplementedError
 
+    def init_method(self, handles: list) -> None:
+        """Called once per loaded method after its delegates' ``init``, with the handles of those
+        this backend runs, in the method's order; optional. The method calls them one at a time,
+        under its lock, and each loaded method has handles of its own: they may share scratch
+        memory that holds nothing between calls."""
+
     def execute(self, handle: Any, args: list) -> dict[int, Any] | None:
         """Run the delegate: ``args`` are its inputs, then the outputs to write into. An output
         whose shape this run differs from its argument's (a dynamic output) is returned instead,

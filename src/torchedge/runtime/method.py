@@ -97,6 +97,8 @@ class Method:
         instructions = chains[0].instructions if chains else []
         self._handles: list = []
         self._delegates = [self._init_delegate(d, pte, named_data) for d in (plan.delegates or [])]
+        for backend in {id(b): b for b, _ in self._handles}.values():
+            backend.init_method([h for b, h in self._handles if b is backend])
         compiler = StepCompiler(self.name, plan, self._values, self._delegates, kernel_lookup, len(instructions))
         # Outputs the plan gives no memory: the caller supplies it (or execute allocates it).
         self._caller_outputs = {

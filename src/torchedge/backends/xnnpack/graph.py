@@ -247,6 +247,7 @@ def build_plan(
     known_constants: dict[int, np.ndarray] | None = None,
     arrays: list[np.ndarray] | None = None,
     fusion: FusionOptions | None = None,
+    workspace: np.ndarray | None = None,
 ) -> Plan:
     """Lays out values and steps for ``graph``; `InvalidProgramError` naming the node for
     anything malformed or not supported (an unknown node kind, a quantized value...).
@@ -255,7 +256,8 @@ def build_plan(
     delegate argument order; ``known_constants``: constant buffers already read, by value id;
     ``arrays``: the arrays of a call's arguments to lay the external values out in (inputs, then
     outputs, of the payload's shapes; see `Plan.run`); ``fusion``: the fusion rules to apply
-    (`torchedge.backends.xnnpack.fusion`; default `FusionOptions()`, the exact ones).
+    (`torchedge.backends.xnnpack.fusion`; default `FusionOptions()`, the exact ones);
+    ``workspace``: uint8 bytes to lay the intermediate values out in (`BufferReuse`).
     """
     values = _GraphValues(graph, constant_reader(graph, constant_data, named_data), known_constants)
     input_ids = _externals(values, graph.input_ids, s.VALUE_FLAG_EXTERNAL_INPUT, "input")
@@ -270,7 +272,7 @@ def build_plan(
         tensor = values.tensors[value_id]
         values.buffers[value_id] = np.zeros(tensor.dims, tensor.dtype) if arrays is None else arrays[k]
     plan = Plan([values.buffers[i] for i in input_ids], [])
-    values.reuse = BufferReuse([x.xnode_union for x in graph.xnodes], set(output_ids))
+    values.reuse = BufferReuse([x.xnode_union for x in graph.xnodes], set(output_ids), workspace)
     fusions = plan_fusions(PayloadGraph(graph.xnodes, values.tensors, set(output_ids)), fusion)
     grouped = {i: group for group in fusions.values() for i in group.nodes}
     for index, xnode in enumerate(graph.xnodes):
@@ -308,6 +310,7 @@ def build_plan(
         if buffer is None:
             raise InvalidProgramError(f"XNNPACK graph: no node computes output value {value_id}")
         plan.outputs.append(buffer)
+    plan.scratch_bytes = values.reuse.nbytes
     if arrays is not None:  # outputs some node did not compute in place: views, inputs, constants
         outs = arrays[len(input_ids) :]
         plan.copies = [(b, out) for b, out in zip(plan.outputs, outs) if not same_memory(b, out)]

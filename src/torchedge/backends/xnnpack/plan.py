@@ -29,13 +29,15 @@ class Plan:
     inputs: list[np.ndarray]  # buffers of the external inputs, in delegate argument order
     outputs: list[np.ndarray]  # buffers of the external outputs, in delegate argument order
     steps: list[tuple[int, str, Callable]] = field(default_factory=list)  # (node index, kind, step)
-    resize: Callable[[tuple[tuple[int, ...], ...]], Plan] | None = None
+    resize: Callable[..., Plan] | None = None  # (input shapes, workspace=...) -> the plan for them
     variants: OrderedDict = field(default_factory=OrderedDict)
     bind: Callable[..., Plan] | None = None  # the graph laid out in a call's arrays
     bound: tuple[list, Plan | None] | None = None  # the arguments last laid out in, and that plan
     binds: int = 0
     copies: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # a bound plan's outputs to copy
     threads: ThreadLimit | None = None  # the native pools' size during a call (`XnnpackBackend.init`)
+    scratch_bytes: int = 0  # the bytes of its intermediate values' buffers (`BufferReuse.nbytes`)
+    workspace: np.ndarray | None = None  # where plans laid out later put them (`XnnpackBackend.init_method`)
 
     MAX_VARIANTS = 8
     MAX_BINDS = 4  # arguments that change more often than this are copied in and out instead
@@ -89,7 +91,7 @@ class Plan:
         if self.resize is None:  # every input has its compiled shape: checked above
             return self
         try:
-            plan = self.resize(shapes)
+            plan = self.resize(shapes, workspace=self.workspace)
         except InvalidProgramError as error:
             raise KernelError(f"XnnpackBackend: inputs of shapes {[list(x) for x in shapes]}: {error}") from error
         self.variants[shapes] = plan
@@ -107,7 +109,7 @@ class Plan:
             return None
         self.binds += 1
         views = _fitting_views(args, self.inputs + self.outputs, len(self.inputs))
-        self.bound = (list(args), None if views is None else self.bind(arrays=views))
+        self.bound = (list(args), None if views is None else self.bind(arrays=views, workspace=self.workspace))
         return self.bound[1]
 
     def _run_in_place(self) -> dict:
