@@ -1,11 +1,15 @@
-"""Decode tokens/s of a float32 and an 8da4w ONNX Runtime export of one LLM, alternated in one process.
+"""Decode tokens/s of a float32 and an 8da4w ONNX Runtime export of one LLM, alternated in one process
+(with --executorch also torchedge's and ExecuTorch's XNNPACK 8da4w programs on ExecuTorch's runtime).
 
 Usage: python benchmarks/llm_decode_ab.py [--model smollm2-135m] [--cache DIR] [--rounds 5]
-                                          [--prompt 16] [--new 16] [--max-seq-len 128] [--json PATH]
+                                          [--prompt 16] [--new 16] [--max-seq-len 128] [--executorch]
+                                          [--json PATH]
 
-The model has SmolLM2's shapes and random weights (`llm.write_model`); both sides are
-``torchedge export DIR --recipe onnxruntime [--qlinear 8da4w]`` in a child process, kept in
-``--cache`` (exports at 135M take minutes) and reused while the directory's config is the same.
+The model has SmolLM2's shapes and random weights (`llm.write_model`); the ORT sides are
+``torchedge export DIR --recipe onnxruntime [--qlinear 8da4w]``, the XNNPACK ones ``--recipe xnnpack
+--qlinear 8da4w`` and ExecuTorch's own lowering of the same torchao model (`llm.compile_executorch`),
+each in a child process, kept in ``--cache`` (exports at 135M take minutes) and reused while the
+directory's config is the same.
 Each round measures the single-thread read bandwidth (`llm.bandwidth_gb_s`), then generates once
 with each side, in alternating order, one thread; the table gives each side's median decode
 tokens/s, the median over rounds of the per-round ratio, the median over rounds of the fraction
@@ -26,19 +30,25 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _common  # noqa: E402  (pins native thread pools to one thread)
 import llm  # noqa: E402
 
-SIDES = {"ORT f32": None, "ORT 8da4w": "8da4w"}
+# side -> (llm.py's side that compiles it, the runtime that runs it: te or et)
+SIDES = {"ORT f32": ("te + ORT f32", "te"), "ORT 8da4w": ("te + ORT 8da4w", "te")}
+EXECUTORCH_SIDES = {
+    "te XNNPACK 8da4w on ET": ("te + XNNPACK 8da4w", "et"),
+    "ET's XNNPACK 8da4w on ET": (llm.ET_SIDE, "et"),
+}
 
 
-def exports(model: str, cache: Path, max_seq_len: int) -> dict[str, Path]:
+def exports(model: str, cache: Path, max_seq_len: int, sides: dict) -> dict[str, Path]:
     """The cached .pte of each side, exported (in a child process) when missing."""
     directory = cache / model
     if not (directory / "config.json").exists():
         llm.write_model(model, directory)
     paths = {}
-    for side, qlinear in SIDES.items():
-        path = cache / f"{model}_{qlinear or 'f32'}_{max_seq_len}.pte"
+    for side, (compiled_as, _) in sides.items():
+        slug = compiled_as.replace(" + ", "_").replace(" ", "_")
+        path = cache / f"{model}_{slug}_{max_seq_len}.pte"
         if not path.exists():
-            seconds, _ = llm.compile_side(f"te + ORT {qlinear or 'f32'}", directory, path, max_seq_len)
+            seconds, _ = llm.compile_side(compiled_as, directory, path, max_seq_len)
             print(f"  {side}: exported in {seconds:.0f} s", flush=True)
         paths[side] = path
     return paths
@@ -62,31 +72,35 @@ def main(argv=None) -> int:
     parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
     parser.add_argument("--new", type=int, default=16, help="new tokens")
     parser.add_argument("--max-seq-len", type=int, default=128, help="KV-cache positions")
+    parser.add_argument(
+        "--executorch", action="store_true", help="also the XNNPACK 8da4w programs, torchedge's and ExecuTorch's"
+    )
     _common.add_json_option(parser)
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
-    from torchedge.generation import TextGenerator
-    from torchedge.runtime import Runtime
-
+    sides = {**SIDES, **(EXECUTORCH_SIDES if args.executorch else {})}
     args.cache.mkdir(parents=True, exist_ok=True)
-    paths = exports(args.model, args.cache, args.max_seq_len)
+    paths = exports(args.model, args.cache, args.max_seq_len, sides)
     ids = list(range(3, 3 + args.prompt))
-    rates: dict[str, list[float]] = {side: [] for side in SIDES}
+    rates: dict[str, list[float]] = {side: [] for side in sides}
+    tokens: dict[str, list[int]] = {}
     loads, bandwidths = [], []
     with threadpool_limits(1):
-        generators = {side: TextGenerator(Runtime.get().load_program(str(path))) for side, path in paths.items()}
+        generators = {side: llm._generator(sides[side][1], str(path), args.max_seq_len) for side, path in paths.items()}
         for generator in generators.values():
             generator.generate(ids, 2)  # page the weights in
         for round_ in range(args.rounds):
             bandwidths.append(llm.bandwidth_gb_s())
-            order = list(SIDES) if round_ % 2 == 0 else list(reversed(SIDES))
+            order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
             for side in order:
-                rates[side].append(generators[side].generate(ids, args.new).decode_tokens_per_second)
+                result = generators[side].generate(ids, args.new)
+                rates[side].append(result.decode_tokens_per_second)
+                tokens[side] = result.tokens
             loads.append(os.getloadavg()[0])
     base = "ORT f32"
     rows = []
-    for side in SIDES:
+    for side in sides:
         ratio = statistics.median(a / b for a, b in zip(rates[side], rates[base]))
         weights = llm.weight_bytes(args.model, side)
         bound = statistics.median(rate * weights / (gb_s * 1e9) for rate, gb_s in zip(rates[side], bandwidths))
@@ -97,6 +111,9 @@ def main(argv=None) -> int:
     print(f"read bandwidth {statistics.median(bandwidths):.1f} GB/s ({min(bandwidths):.1f}-{max(bandwidths):.1f})")
     headers = ["side", "decode tok/s", f"/ {base}", "/ bound", "delegate calls", "kernel calls"]
     _common.report(headers, rows, args.json)
+    if args.executorch:  # the same torchao model lowered by both compilers, run by one runtime
+        same = tokens["te XNNPACK 8da4w on ET"] == tokens["ET's XNNPACK 8da4w on ET"]
+        print(f"torchedge's and ExecuTorch's XNNPACK 8da4w programs generate the same tokens: {same}")
     return 0
 
 
