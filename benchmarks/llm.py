@@ -143,6 +143,7 @@ def _generator(kind: str, path: str, max_seq_len: int):
     from torchedge.generation import TextGenerator
 
     if kind == "et":
+        _common.one_thread_everywhere()  # ExecuTorch's thread pool (XNNPACK's) starts at one per CPU
         return TextGenerator(ExecuTorchProgram(Path(path).read_bytes(), max_seq_len))
     import torch
     from transformers import AutoModelForCausalLM

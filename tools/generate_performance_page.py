@@ -118,6 +118,15 @@ SPECS: dict[str, dict] = {
         "plot": ["decode tok/s", "prefill tok/s"],
         "axis": "tokens per second (log scale)",
     },
+    "llm_decode_ab": {
+        "title": "LLM decode, side by side: 8da4w on ONNX Runtime and XNNPACK against ExecuTorch's lowering",
+        "about": "SmolLM2-135M's shapes: torchedge's float32 and 8da4w ONNX Runtime programs on torchedge's runtime, "
+        "torchedge's XNNPACK 8da4w program and ExecuTorch's own lowering of the same torchao model on ExecuTorch's "
+        "runtime, generating in turn in one process, round after round, one thread everywhere (ExecuTorch's "
+        "thread pool included); medians over rounds, `/ bound` as in the table above.",
+        "plot": ["decode tok/s"],
+        "axis": "decode tokens per second (log scale)",
+    },
     "serving": {
         "title": "Serving: `torchedge serve` under load",
         "about": "A `torchedge serve` process with one slot per client (one runtime thread per method), its "
