@@ -1,8 +1,10 @@
 """Constants that delegates and portable nodes both read.
 
 A delegate stores the constants it reads in the program's named data (once per program, shared by
-every delegate), a portable node reads its constants from the program's constant segment. A large
-constant read by both would be stored twice, so a partitioner keeps its delegated readers portable
+every delegate), a portable node reads its constants from the program's constant segment. Where a
+delegate's blob holds a constant's bytes as they are, the file stores them once (the named data's
+segment lies over the constant's: `torchedge.serialize.pte_writer`); a partitioner whose payloads
+may transform them keeps the delegated readers of such a constant portable
 (`delegated_readers_of_portable_constants`) and partitions again.
 """
 
