@@ -133,7 +133,9 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def _generator(kind: str, path: str, max_seq_len: int):
+def make_generator(kind: str, path: str, max_seq_len: int):
+    """A `TextGenerator` over ``path`` on torchedge's runtime (``te``), ExecuTorch's (``et``, one
+    thread) or eager transformers (``eager``: ``path`` is the model directory)."""
     if kind == "te":
         from torchedge.generation import TextGenerator
         from torchedge.runtime import Runtime
@@ -162,7 +164,7 @@ def measure(kind: str, path: str, max_seq_len: int, prompt: int, new: int) -> No
 
     with threadpool_limits(1):
         start = time.perf_counter()
-        generator = _generator(kind, path, max_seq_len)
+        generator = make_generator(kind, path, max_seq_len)
         load = time.perf_counter() - start
         rss = _rss_mb()
         ids = list(range(3, 3 + prompt))

@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     tokens: dict[str, list[int]] = {}
     loads, bandwidths = [], []
     with threadpool_limits(1):
-        generators = {side: llm._generator(sides[side][1], str(path), args.max_seq_len) for side, path in paths.items()}
+        generators = {side: llm.make_generator(sides[side][1], str(paths[side]), args.max_seq_len) for side in sides}
         for generator in generators.values():
             generator.generate(ids, 2)  # page the weights in
         for round_ in range(args.rounds):
