@@ -3,13 +3,14 @@
 
 Usage: python benchmarks/llm_decode_ab.py [--model smollm2-135m] [--cache DIR] [--rounds 5]
                                           [--prompt 16] [--new 16] [--max-seq-len 128] [--executorch]
-                                          [--json PATH]
+                                          [--baseline-cache DIR] [--json PATH]
 
 The model has SmolLM2's shapes and random weights (`llm.write_model`); the ORT sides are
 ``torchedge export DIR --recipe onnxruntime [--qlinear 8da4w]``, the XNNPACK ones ``--recipe xnnpack
 --qlinear 8da4w`` and ExecuTorch's own lowering of the same torchao model (`llm.compile_executorch`),
 each in a child process, kept in ``--cache`` (exports at 135M take minutes) and reused while the
-directory's config is the same.
+directory's config is the same. ``--baseline-cache DIR`` also runs the ORT programs already
+exported to another cache (an earlier version of the lowering, say) as sides of the same run.
 Each round measures the single-thread read bandwidth (`llm.bandwidth_gb_s`), then generates once
 with each side, in alternating order, one thread; the table gives each side's median decode
 tokens/s, the median over rounds of the per-round ratio, the median over rounds of the fraction
@@ -75,6 +76,9 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--executorch", action="store_true", help="also the XNNPACK 8da4w programs, torchedge's and ExecuTorch's"
     )
+    parser.add_argument(
+        "--baseline-cache", type=Path, help="also run the ORT exports cached in this directory (not re-exported)"
+    )
     _common.add_json_option(parser)
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
@@ -82,6 +86,14 @@ def main(argv=None) -> int:
     sides = {**SIDES, **(EXECUTORCH_SIDES if args.executorch else {})}
     args.cache.mkdir(parents=True, exist_ok=True)
     paths = exports(args.model, args.cache, args.max_seq_len, sides)
+    if args.baseline_cache is not None:
+        baseline = {f"{side} (baseline)": value for side, value in SIDES.items()}
+        found = {side: args.baseline_cache / paths[side[: -len(" (baseline)")]].name for side in baseline}
+        missing = [str(path) for path in found.values() if not path.exists()]
+        if missing:
+            parser.error(f"--baseline-cache has no export {', '.join(missing)}")
+        sides.update(baseline)
+        paths.update(found)
     ids = list(range(3, 3 + args.prompt))
     rates: dict[str, list[float]] = {side: [] for side in sides}
     tokens: dict[str, list[int]] = {}

@@ -164,6 +164,23 @@ class GraphBuilder:
                 return
             self.nodes[:] = kept
 
+    def name_outputs_at_their_nodes(self) -> None:
+        """Drop the Identity of each output whose value a node of the graph computes and no other
+        output reads: that node writes the output's name itself (one kernel call fewer)."""
+        produced = {out for node in self.nodes for out in node.output}
+        identities = [n for n in self.nodes if n.op_type == "Identity" and n.output[0] in self._outputs]
+        sources = [n.input[0] for n in identities]
+        rename = {
+            source: node.output[0]
+            for node, source in zip(identities, sources)
+            if source in produced and source not in self._outputs and sources.count(source) == 1
+        }
+        for node in self.nodes:
+            for values in (node.input, node.output):
+                for i, value in enumerate(values):
+                    values[i] = rename.get(value, value)
+        self.nodes[:] = [n for n in self.nodes if not (n.op_type == "Identity" and n.input[0] == n.output[0])]
+
     def output(self, value: str, name: str) -> None:
         """Expose ``value`` as the graph output ``name`` (reserved with `fresh` beforehand)."""
         self.nodes.append(helper.make_node("Identity", [value], [name], name=name))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["group_attention_heads"]
+__all__ = ["group_attention_heads", "fake_call"]
 
 aten = torch.ops.aten
 # Operators between the repeat and the bmm that commute with repeating heads.
@@ -100,7 +100,7 @@ def _trace(mat2) -> tuple[torch.fx.Node, int, bool, list, torch.fx.Node] | None:
         node = node.args[0]
 
 
-def _call(graph: torch.fx.Graph, target, *args) -> torch.fx.Node:
+def fake_call(graph: torch.fx.Graph, target, *args) -> torch.fx.Node:
     """A new node before the insertion point, its meta value computed from its inputs' fake values."""
     node = graph.call_function(target, args)
     vals = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
@@ -122,15 +122,15 @@ def _rewrite(graph: torch.fx.Graph, bmm: torch.fx.Node) -> bool:
     if not isinstance(query, torch.fx.Node) or sum(not isinstance(s, int) for s in _shape(bmm)) > 1:
         return False
     with graph.inserting_before(bmm):
-        heads = _call(graph, aten.view_copy.default, kv, [b * n, *_shape(kv)[2:]])
+        heads = fake_call(graph, aten.view_copy.default, kv, [b * n, *_shape(kv)[2:]])
         if transposed:
-            heads = _call(graph, _TRANSPOSE, heads, [0, 2, 1])
+            heads = fake_call(graph, _TRANSPOSE, heads, [0, 2, 1])
         for target, factor in reversed(scales):  # in the order the graph applies them
-            heads = _call(graph, target, heads, factor)
-        grouped = _call(graph, aten.view_copy.default, query, [b * n, -1, _shape(query)[-1]])
-        product = _call(graph, aten.bmm.default, grouped, heads)
+            heads = fake_call(graph, target, heads, factor)
+        grouped = fake_call(graph, aten.view_copy.default, query, [b * n, -1, _shape(query)[-1]])
+        product = fake_call(graph, aten.bmm.default, grouped, heads)
         sizes = [s if isinstance(s, int) else -1 for s in _shape(bmm)]
-        result = _call(graph, aten.view_copy.default, product, sizes)
+        result = fake_call(graph, aten.view_copy.default, product, sizes)
     bmm.replace_all_uses_with(result)
     graph.erase_node(bmm)
     _erase_unread(graph, view)

@@ -31,9 +31,12 @@ from torchedge.backends.onnxruntime import (  # noqa: F401  (translations regist
     ops_nn,
     ops_quantized,
     ops_reduce,
+    ops_rotary,
     ops_shape,
 )
 from torchedge.backends.onnxruntime.builder import ONNX_DTYPES, GraphBuilder, value_info
+from torchedge.backends.onnxruntime.fused_masks import all_of, scalar_branch
+from torchedge.backends.onnxruntime.fused_norms import rms_norm
 from torchedge.backends.onnxruntime.registry import NodeArgs, lowering_for
 from torchedge.backends.onnxruntime.reshape_chains import merge_reshape_chains
 from torchedge.errors import ExportError
@@ -44,6 +47,9 @@ __all__ = ["is_supported", "lower_graph", "lower_exported_program", "MIN_OPSET",
 
 MIN_OPSET, MAX_OPSET = 17, 21  # LayerNormalization needs 17
 _CONSTANT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+# Groups ending at a supported node written as fewer ONNX Runtime kernels: each returns the
+# group's value, or None where the node does not end one (it is then translated alone).
+_FUSIONS = (rms_norm, all_of, scalar_branch)
 
 
 def _is_static_tensor(val) -> bool:
@@ -163,6 +169,16 @@ def _check_output_sizes(inputs: list[torch.fx.Node], outputs: list[torch.fx.Node
             )
 
 
+def _translate(g: GraphBuilder, node: torch.fx.Node) -> str | list[str]:
+    """The node's value: a fused group's where it ends one (the group's other nodes are left
+    unread, and dropped), else its own translation."""
+    for fusion in _FUSIONS:
+        value = fusion(g, node)
+        if value is not None:
+            return value
+    return lowering_for(node.target).translate(g, NodeArgs(node))
+
+
 def lower_graph(
     graph_module: torch.fx.GraphModule,
     inputs: list[torch.fx.Node],
@@ -196,11 +212,12 @@ def lower_graph(
         elif node.target is operator.getitem:
             g.bind(node, g.value(node.args[0])[node.args[1]])
         else:
-            g.bind(node, lowering_for(node.target).translate(g, NodeArgs(node)))
+            g.bind(node, _translate(g, node))
     for node, info in zip(outputs, output_infos):
         g.output(g.value(node), info.name)
     merge_reshape_chains(g)
     g.drop_unread()
+    g.name_outputs_at_their_nodes()
     graph = helper.make_graph(g.nodes, "torchedge", input_infos, output_infos, initializer=g.used_initializers())
     opsets = [helper.make_opsetid("", opset)]
     if any(node.domain == ops_lowbit.MICROSOFT for node in g.nodes):

@@ -7,12 +7,12 @@ import torch
 from torchedge.backends.onnxruntime.builder import GraphBuilder
 from torchedge.backends.onnxruntime.registry import FLOATS, NUMERIC, NodeArgs, lowers
 
-__all__ = ["reduce"]  # the translations register themselves
+__all__ = ["reduce", "reduced_axes"]  # the translations register themselves
 
 aten = torch.ops.aten
 
 
-def _axes(a: NodeArgs) -> list[int]:
+def reduced_axes(a: NodeArgs) -> list[int]:
     """The reduced dimensions; empty means all of them (a 0-d input has none to name)."""
     dim = a.args.get("dim")
     if dim is None or a.rank() == 0:
@@ -32,7 +32,7 @@ def reduce(g: GraphBuilder, op_type: str, x: str, axes: list[int], keepdims: boo
 
 
 def _reduce(g: GraphBuilder, op_type: str, x: str, a: NodeArgs) -> str:
-    return reduce(g, op_type, x, _axes(a), bool(a.args.get("keepdim", False)))
+    return reduce(g, op_type, x, reduced_axes(a), bool(a.args.get("keepdim", False)))
 
 
 def _reduction(op_type: str):

@@ -11,7 +11,10 @@ from torchedge.backends.onnxruntime.grouped_attention import group_attention_hea
 from torchedge.backends.onnxruntime.lowbit import NAMESPACE
 from torchedge.backends.onnxruntime.lowering import is_supported, lower_exported_program
 from torchedge.backends.onnxruntime.payload import EXTERNAL_BYTES, write_payload
+from torchedge.backends.onnxruntime.rotary import NAMESPACE as ROTARY_NAMESPACE
+from torchedge.backends.onnxruntime.rotary import use_rotary_kernel
 from torchedge.backends.onnxruntime.symbolic_sizes import infer_symbolic_sizes
+from torchedge.errors import InternalError
 from torchedge.exir.backend import (
     BackendDetails,
     CompileSpec,
@@ -64,14 +67,16 @@ class OnnxRuntimePartitioner(Partitioner):
         merge_common_values(exported_program.graph_module)
         infer_symbolic_sizes(exported_program.graph_module)
         group_attention_heads(exported_program.graph_module)
+        use_rotary_kernel(exported_program.graph_module)
         constants = large_constants(exported_program, EXTERNAL_BYTES)
         portable = {node for node in exported_program.graph.nodes if node.name in updates}
         while True:
             tags = self._tag(exported_program.graph_module, frozenset(portable))
             # Low-bit linears have no portable kernel, and their delegate stores the weight packed.
-            shared = delegated_readers_of_portable_constants(constants, must_delegate=_is_lowbit)
+            shared = delegated_readers_of_portable_constants(constants, must_delegate=_has_no_portable_kernel)
             moved = shared | _makers_of_unknown_sizes(exported_program.graph)
             if not moved:
+                _check_delegated(exported_program.graph)
                 return PartitionResult(exported_program, tags)
             portable |= moved
 
@@ -87,8 +92,17 @@ class OnnxRuntimePartitioner(Partitioner):
         )
 
 
-def _is_lowbit(node: torch.fx.Node) -> bool:
-    return getattr(node.target, "namespace", None) == NAMESPACE
+def _has_no_portable_kernel(node: torch.fx.Node) -> bool:
+    """Low-bit linears and the rotary embedding (`rotary`) run only on ONNX Runtime."""
+    return getattr(node.target, "namespace", None) in (NAMESPACE, ROTARY_NAMESPACE)
+
+
+def _check_delegated(graph: torch.fx.Graph) -> None:
+    """`use_rotary_kernel` writes only rotary calls the lowering supports: each is delegated."""
+    rotary = [n for n in graph.nodes if getattr(n.target, "namespace", None) == ROTARY_NAMESPACE]
+    left = [n.name for n in rotary if n.meta.get(TAG_KEY) is None]
+    if left:
+        raise InternalError(f"{left} have no portable kernel but were left out of every ONNX Runtime delegate")
 
 
 def _makers_of_unknown_sizes(graph: torch.fx.Graph) -> set[torch.fx.Node]:
