@@ -7,8 +7,9 @@ thread); and torchedge's own portable program (`to_edge(...).to_executorch()`) r
 also compiled without `narrow_rows` ("all rows": ExecuTorch's lowering computes a classifier's
 last block for every token, torchedge's program for the one its head reads), so that the last
 ratio compares the same arithmetic. Prints milliseconds per run (medians of alternating rounds),
-the ratios and the interpreter's relative error against ExecuTorch.
-Usage: python benchmarks/xnnpack.py [model ...] [--repeat ROUNDS]
+the ratios and the interpreter's relative error against ExecuTorch. ``--no-fold`` loads
+torchedge's methods with ``fold=False`` (steps reading only constants then run at every run).
+Usage: python benchmarks/xnnpack.py [model ...] [--repeat ROUNDS] [--no-fold]
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torchedge.models import load_model  # noqa: E402
 from torchedge.runtime import Runtime  # noqa: E402
 
 
-def bench(name: str, repeat: int) -> list:
+def bench(name: str, repeat: int, fold: bool = True) -> list:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
     from executorch.runtime import Runtime as ETRuntime
@@ -41,9 +42,9 @@ def bench(name: str, repeat: int) -> list:
     all_rows = to_edge(torch.export.export(model, inputs), compile_config=EdgeCompileConfig(narrow_rows=False))
 
     runtime = Runtime.get(num_threads=1)
-    interpreter = runtime.load_program(lowered.buffer).load_method("forward")
-    ours = runtime.load_program(portable.buffer).load_method("forward")
-    ours_all_rows = runtime.load_program(all_rows.to_executorch().buffer).load_method("forward")
+    interpreter = runtime.load_program(lowered.buffer).load_method("forward", fold=fold)
+    ours = runtime.load_program(portable.buffer).load_method("forward", fold=fold)
+    ours_all_rows = runtime.load_program(all_rows.to_executorch().buffer).load_method("forward", fold=fold)
     et_method = ETRuntime.get().load_program(lowered.buffer).load_method("forward")
     np_inputs = [t.numpy() for t in inputs]
 
@@ -75,10 +76,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["mlp", "cnn", "mobilenet_v2"])
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--no-fold", action="store_true", help="run steps reading only constants at every run")
     _common.add_json_option(parser)
     args = parser.parse_args()
     _common.one_thread_everywhere()
-    rows = [bench(name, args.repeat) for name in args.models]
+    rows = [bench(name, args.repeat, not args.no_fold) for name in args.models]
     _common.report(
         [
             "model",

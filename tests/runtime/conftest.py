@@ -21,3 +21,17 @@ def add_relu():
     model = AddRelu().eval()
     inputs = (torch.randn(2, 3),)
     return model, inputs, torchedge_compile(model, inputs).buffer
+
+
+@pytest.fixture(scope="session", params=["bert", "llama"])
+def xnnpack_lowering(request):
+    """ExecuTorch's XNNPACK lowering of a built-in model, and its inputs."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from torchedge.models import load_model
+
+    model, inputs = load_model(request.param)
+    exported = torch.export.export(model, inputs)
+    buffer = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    return buffer, inputs

@@ -11,7 +11,7 @@ import pytest
 
 from torchedge.errors import InternalError, KernelError, OperatorMissingError
 from torchedge.runtime import Runtime, pal
-from torchedge.runtime.steps import Step
+from torchedge.runtime.steps import KERNEL, Step
 from torchedge.serialize.etdump import deserialize_etdump
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -72,10 +72,8 @@ def test_a_log_sink_captures_loads_and_failed_runs(hooks):
     method = Runtime.get().load_program(GOLDEN / "mlp.pte").load_method()
     assert any("loaded a program" in m for _, m in messages)
     assert any("loaded method 'forward'" in m for _, m in messages)
-    step = method._steps[0]
-    method._steps[0] = Step(step.kind, _raise(ValueError("bad")), step.args, step.ret, step.label)
-    method._steps_without_resizing = method._steps
-    with pytest.raises(KernelError, match="instruction 0"):
+    pc = _break_first_kernel(method, ValueError("bad"))
+    with pytest.raises(KernelError, match=f"instruction {pc}"):
         method.execute([_mlp_input()])
     errors = [m for level, m in messages if level == logging.ERROR]
     assert len(errors) == 1 and "execute failed" in errors[0] and "bad" in errors[0]
@@ -92,6 +90,14 @@ def test_a_sink_that_raises_does_not_break_the_runtime(hooks):
     Runtime.get().load_program(GOLDEN / "mlp.pte").load_method().execute([_mlp_input()])
 
 
+def _break_first_kernel(method, error: Exception) -> int:
+    """Make the first kernel step that runs (steps reading only constants ran at load) raise ``error``."""
+    pc, step = next((pc, s) for pc, s in enumerate(method._steps) if s.kind == KERNEL)
+    method._steps[pc] = Step(step.kind, _raise(error), step.args, step.ret, step.label)
+    method._steps_without_resizing = method._steps
+    return pc
+
+
 def _raise(error: Exception):
     def fn(*args):
         raise error
@@ -103,13 +109,11 @@ def test_a_custom_abort_handler_is_called_on_a_broken_invariant(hooks):
     aborted: list[str] = []
     pal.set_abort_handler(aborted.append)
     method = Runtime.get().load_program(GOLDEN / "mlp.pte").load_method()
-    step = method._steps[0]
-    method._steps[0] = Step(step.kind, _raise(InternalError("arena moved")), step.args, step.ret, step.label)
-    method._steps_without_resizing = method._steps
+    pc = _break_first_kernel(method, InternalError("arena moved"))
     # A handler that returns does not let the run go on: the runtime raises anyway.
     with pytest.raises(InternalError, match="arena moved"):
         method.execute([_mlp_input()])
-    assert len(aborted) == 1 and "instruction 0" in aborted[0] and "arena moved" in aborted[0]
+    assert len(aborted) == 1 and f"instruction {pc}" in aborted[0] and "arena moved" in aborted[0]
 
 
 def test_the_default_abort_handler_raises(hooks):

@@ -20,6 +20,7 @@ from torchedge.kernels.allocator import reset_allocator, use_allocator
 from torchedge.kernels.portable.common import quiet_run
 from torchedge.kernels.registry import get_kernel
 from torchedge.runtime.backend import RUNTIME_PROFILING, get_backend
+from torchedge.runtime.folding import fold_constant_steps
 from torchedge.runtime.fusion import Dataflow, fuse_steps
 from torchedge.runtime.inputs import as_numpy, input_list
 from torchedge.runtime.memory import MemoryManager
@@ -53,7 +54,8 @@ class Method:
     method's dataflow proves it safe (`torchedge.runtime.fusion`): a level (``"none"``,
     ``"exact"``: the bits of the unfused run, ``"all"``), a `FusionOptions` (a level and rules
     switched off by name) or a bool (True: ``"exact"``, False: ``"none"``). A tracer records each
-    fused step as one event; one that logs every intermediate value runs unfused.
+    fused step as one event; one that logs every intermediate value runs unfused. Unless ``"none"``,
+    steps that read only constants run once, at load (`torchedge.runtime.folding`; ``fold=False``: each run).
 
     ``max_backward_jumps``: how many backward jumps (loop iterations) one run may take before it
     stops with a `KernelError`, so that a corrupt loop condition cannot hang the caller.
@@ -76,6 +78,7 @@ class Method:
         named_data: NamedDataMap | None = None,
         tracer: EventTracer | None = None,
         fuse: bool | str | FusionOptions = True,
+        fold: bool = True,
         lock: threading.Lock | None = None,
     ):
         self.name = plan.name
@@ -101,19 +104,22 @@ class Method:
             backend.init_method([h for b, h in self._handles if b is backend])
         compiler = StepCompiler(self.name, plan, self._values, self._delegates, kernel_lookup, len(instructions))
         # Outputs the plan gives no memory: the caller supplies it (or execute allocates it).
-        self._caller_outputs = {
-            pos
-            for pos, i in enumerate(self._outputs)
-            if self._values.is_unallocated_tensor(i) and i not in self._inputs
-        }
+        unallocated = [self._values.is_unallocated_tensor(i) and i not in self._inputs for i in self._outputs]
+        self._caller_outputs = {pos for pos, caller in enumerate(unallocated) if caller}
         # Inputs the plan gives no memory: each run binds the caller's array (never writes into the last one).
         self._caller_inputs = {i for i in self._inputs if self._values.is_unallocated_tensor(i)}
         self._steps = [compiler.compile(pc, ins) for pc, ins in enumerate(instructions)]
-        rules = fusion_options(fuse).rules() if tracer is None or not tracer.logs_intermediates else []
-        if rules and kernel_lookup is get_kernel and Dataflow.supports(self._steps, self._values):
+        self._thread_limit = ThreadLimit(self._requested_threads or DEFAULT_NUM_THREADS)  # pools of kernels, delegates
+        options = fusion_options(fuse if tracer is None or not tracer.logs_intermediates else False)
+        if options.level != "none" and kernel_lookup is get_kernel and Dataflow.supports(self._steps, self._values):
             shared = [self.memory.arena(memory_id) for memory_id in (shared_memory or {})]
-            flow = Dataflow(self._steps, self._values, self._inputs, self._outputs, self.memory.arenas, shared)
-            self._steps = fuse_steps(flow, fusion_options(fuse))
+            layout = (self._values, self._inputs, self._outputs, self.memory.arenas, shared)
+            flow = Dataflow(self._steps, *layout)
+            if fold:
+                with quiet_run(), self._thread_limit:
+                    steps = fold_constant_steps(flow, self._store_result)
+                flow = flow if steps is flow.steps else Dataflow(steps, *layout)
+            self._steps = fuse_steps(flow, options)
         if tracer is not None:
             from torchedge.runtime.event_tracer import traced_steps  # tracing code loads only when used
 
@@ -134,8 +140,6 @@ class Method:
         self._shapes_follow_inputs = not any(compiler.sizes_depend_on_data(s) for s in self._steps)
         self._shapes_current = False  # tensors have the sizes of the current inputs
         self._copied_outputs = tuple(pos not in self._caller_outputs for pos in range(len(self._outputs)))
-        # Made last: kernels and delegates loaded above may have brought native pools of their own.
-        self._thread_limit = ThreadLimit(self._requested_threads or DEFAULT_NUM_THREADS)
 
     @property
     def num_threads(self) -> int:

@@ -92,6 +92,7 @@ class Program:
         fuse: bool | str | FusionOptions = True,
         planned_memory=None,
         run_allocator: Callable[[int], object] | None = None,
+        fold: bool = True,
     ) -> Method:
         """Allocate the method's planned memory and resolve its kernels and delegates.
 
@@ -101,7 +102,8 @@ class Program:
         ``fuse``: which load-time fusions run (see `Method`): ``"exact"`` (the default, also
         ``True``: only fusions that give the bits of the instructions they replace), ``"all"``
         (also faster ones within a stated error bound), ``"none"`` (also ``False``: every
-        instruction as written), or ``FusionOptions(level, disabled={"rule", ...})``.
+        instruction as written), or ``FusionOptions(level, disabled={"rule", ...})``. ``fold``: unless
+        ``fuse`` is ``"none"``, steps that read only constants run once, at load (False: at each run).
 
         ``planned_memory``: the caller's memory for the planned arenas instead of the runtime's
         (pre-allocated, pinned or shared memory, a ``np.memmap``...): one writable uint8 buffer
@@ -123,17 +125,17 @@ class Program:
         shares = self._tracer is not None or self._shared_state.used_by(plan)
         lock = self._shared_lock if shares else None
         with contextlib.nullcontext() if lock is None else lock:
-            memory = (planned_memory, run_allocator)
+            memory, rewrites = (planned_memory, run_allocator), {"fuse": fuse, "fold": fold}
             if self._tracer is None:
-                method = self._load_method(plan, max_arena_bytes, num_threads, fuse, lock, memory)
+                method = self._load_method(plan, max_arena_bytes, num_threads, rewrites, lock, memory)
             else:
                 with self._tracer.span("Program::load_method"):
-                    method = self._load_method(plan, max_arena_bytes, num_threads, fuse, lock, memory)
+                    method = self._load_method(plan, max_arena_bytes, num_threads, rewrites, lock, memory)
         log(logging.DEBUG, f"loaded method '{name}': {method.memory.planned_bytes} bytes of planned memory")
         return method
 
     def _load_method(
-        self, plan, max_arena_bytes: int | None, num_threads: int | None, fuse, lock: threading.Lock | None, memory
+        self, plan, max_arena_bytes: int | None, num_threads: int | None, rewrites, lock: threading.Lock | None, memory
     ) -> Method:
         planned_memory, run_allocator = memory
         if run_allocator is not None and not callable(run_allocator):
@@ -146,10 +148,10 @@ class Program:
             shared = {**caller_arenas(sizes, planned_memory, shared), **shared}
         args = (plan, self._pte, self._kernel_lookup, max_arena_bytes, shared, live, num_threads, self._named_data)
         if self._tracer is None:
-            method = Method(*args, fuse=fuse, lock=lock)
+            method = Method(*args, **rewrites, lock=lock)
         else:
             with self._tracer.span("Method::init"):
-                method = Method(*args, tracer=self._tracer, fuse=fuse, lock=lock)
+                method = Method(*args, tracer=self._tracer, **rewrites, lock=lock)
         method.memory.runtime_allocator = run_allocator
         return method
 

@@ -200,6 +200,13 @@ TABLE: dict[str, Tuned] = {
             "scores of the heads attended together (512 KiB of float32 stays in L2 between the products)",
             f"{MACHINE}; benchmarks/llm.py attention layers",
         ),
+        Tuned(
+            "folded_result_extra_bytes",
+            1 << 20,
+            "a tensor computed at load from constants (torchedge.runtime.folding) is kept when it is at "
+            "most this many bytes larger than those constants (else the steps computing it run each time)",
+            f"{MACHINE}; a limit on memory, not a speed crossover (bert's and llama's masks and positions fit)",
+        ),
     )
 }
 

@@ -34,6 +34,9 @@ write) are applied by `patterns`, each under its rule's name:
   only what the one before wrote, become one copy of a strided view
   (``torchedge_fused::strided_copy``) wherever the reshapes between them are views.
 
+After the rules, identity copies that none took go where the step that wrote their source can
+write their destination itself (`copy_elision`).
+
 A group is replaced only where the method's dataflow (`dataflow`) proves that nothing outside it
 reads what the group's other steps wrote and that it reads its inputs before anything in it
 overwrites them (`matching.replaceable`); its steps are consecutive (no-ops aside), every kernel
@@ -51,6 +54,7 @@ from __future__ import annotations
 
 from torchedge.fusion.options import FusionOptions
 from torchedge.kernels.registry import registering_module
+from torchedge.runtime.fusion.copy_elision import PLAIN_COPIES, elide_copies
 from torchedge.runtime.fusion.dataflow import Dataflow
 from torchedge.runtime.fusion.patterns import pattern_rule
 from torchedge.runtime.steps import KERNEL, NOP, Step
@@ -79,6 +83,8 @@ def fuse_steps(flow: Dataflow, options: FusionOptions | None = None) -> list[Ste
                 for i in group:
                     steps[i] = Step(NOP, label=f"{flow.steps[i].label} (fused into instruction {first} by {rule.name})")
                 steps[first] = fused
+    if any(step.kind == KERNEL and step.label in PLAIN_COPIES for step in steps):
+        return elide_copies(flow.of(steps))
     return steps
 
 

@@ -71,6 +71,8 @@ class Dataflow:
         ``inputs`` are written afresh by every run, so their bytes need not outlive one."""
         self.steps = steps
         self.values = values
+        self.inputs, self.outputs = inputs, outputs
+        self._layout = (values, inputs, outputs, arenas, shared)
         self._arenas = [_bounds(arena) for arena in arenas if arena.nbytes]
         self.reads = [self._accesses(self._read_values(step)) for step in steps]
         self.writes = [self._accesses(self._written_values(step)) for step in steps]
@@ -135,6 +137,18 @@ class Dataflow:
 
     def access(self, value: int) -> Access:
         return Access(value, *_bounds(self.values.values[value]))
+
+    def of(self, steps: list[Step]) -> Dataflow:
+        """The dataflow of other ``steps`` over the same values and memory (after a rewrite)."""
+        return Dataflow(steps, *self._layout)
+
+    def planned(self, value: int) -> bool:
+        """Whether ``value`` is a tensor in the method's planned memory (the tensors traced here)."""
+        return bool(self._accesses([value]))
+
+    def tensors(self, step: Step) -> tuple[list[int], list[int]]:
+        """The tensors ``step`` takes as arguments (list items included) and those it writes."""
+        return _tensor_args(step, self.values), self._written_values(step)
 
     # -- building ---------------------------------------------------------------------------
 
