@@ -15,9 +15,10 @@ The model has SmolLM2's shapes and random weights (built from a LlamaConfig, sav
 are that process's) and runs in another (load time, RSS after load, then one generation from the
 prompt: prefill and decode tokens/s), one thread everywhere. Decode is also given as a fraction
 of the memory-bandwidth bound: single-thread read bandwidth (a NumPy sum over 1 GB) divided by
-the bytes of weights one token reads. ExecuTorch's side (torchao 8da4w, then ExecuTorch's
-``to_edge_transform_and_lower`` with its ``XnnpackPartitioner``) takes about ten minutes to
-compile at 135M, so it runs only with --executorch.
+the bytes of weights one token reads. ExecuTorch's sides (float32, and torchao 8da4w, each through
+ExecuTorch's ``to_edge_transform_and_lower`` with its ``XnnpackPartitioner``) take about ten
+minutes each to compile at 135M, so they run only with --executorch; the compile peak of each
+torchedge side is then also given as a fraction of ExecuTorch's in the same dtype.
 """
 
 from __future__ import annotations
@@ -54,11 +55,13 @@ TORCHEDGE_SIDES = {
 ON_EXECUTORCH = ("te + XNNPACK f32", "te + XNNPACK 8da4w")  # torchedge's files that ExecuTorch runs
 ON_TORCHEDGE = " on te"  # the suffix of those sides run by torchedge's runtime
 ET_SIDE = "ET + XNNPACK 8da4w"
+ET_SIDES = {"ET + XNNPACK f32": None, ET_SIDE: "8da4w"}  # side -> --qlinear of ExecuTorch's lowering
 RATIOS = [  # (side, baseline) decode ratios printed after the table
     *(("te + ORT 8da4w", base) for base in ("te + ORT f32", "te portable f32", ET_SIDE, "eager f32")),
     ("te + XNNPACK f32", "eager f32"),
     ("te + XNNPACK 8da4w", ET_SIDE),
     ("te + XNNPACK 8da4w", "eager f32"),
+    ("te + XNNPACK f32", "ET + XNNPACK f32"),
 ]
 _CLI = "import sys; from torchedge.cli.main import main; sys.exit(main(sys.argv[1:]))"
 _ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -81,24 +84,42 @@ def write_model(name: str, directory: Path) -> None:
     LlamaForCausalLM(config).eval().save_pretrained(directory)
 
 
+# Runs ``python ARGS`` and reports the process's own peak RSS at exit: a child's ru_maxrss also
+# counts the parent's peak (Linux records the forked address space's high-water mark at exec).
+_WITH_PEAK = """import atexit, runpy, sys
+def _peak():
+    with open("/proc/self/status") as f:
+        sys.stderr.write("".join(line for line in f if line.startswith("VmHWM:")))
+atexit.register(_peak)
+if sys.argv[1] == "-c":  # python -c CODE ARGS: sys.argv is ["-c", ARGS...]
+    code, sys.argv = sys.argv[2], ["-c", *sys.argv[3:]]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+else:  # python SCRIPT ARGS
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def _child(args: list[str]) -> tuple[float, float, str]:
     """(seconds, peak RSS in MB, stdout) of a Python child process."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
-        child = subprocess.Popen([sys.executable, *args], env=_ENV, stdout=out, stderr=err, text=True)
+        child = subprocess.Popen([sys.executable, "-c", _WITH_PEAK, *args], env=_ENV, stdout=out, stderr=err, text=True)
         _, status, usage = os.wait4(child.pid, 0)
         seconds = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
+        errors = err.read()
         if child.returncode:
-            raise RuntimeError(f"{' '.join(args[:3])} failed: {err.read().strip().splitlines()[-1:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read()
+            raise RuntimeError(f"{' '.join(args[:3])} failed: {errors.strip().splitlines()[-1:]}")
+        peaks = [line.split()[1] for line in errors.splitlines() if line.startswith("VmHWM:")]
+        return seconds, int(peaks[-1]) / 1024 if peaks else usage.ru_maxrss / 1024, out.read()
 
 
 def compile_side(side: str, directory: Path, out: Path, max_seq_len: int) -> tuple[float, float]:
-    if side == ET_SIDE:
-        args = [__file__, "--compile-executorch", str(directory), str(out), str(max_seq_len)]
+    if side in ET_SIDES:
+        args = [__file__, "--compile-executorch", str(directory), str(out), str(max_seq_len), ET_SIDES[side] or "-"]
     else:
         recipe, qlinear = TORCHEDGE_SIDES[side.removesuffix(ON_TORCHEDGE)]
         args = ["-c", _CLI, "export", str(directory), "-o", str(out), "--recipe", recipe]
@@ -107,8 +128,9 @@ def compile_side(side: str, directory: Path, out: Path, max_seq_len: int) -> tup
     return seconds, peak
 
 
-def compile_executorch(directory: str, out: str, max_seq_len: int) -> None:
-    """torchao 8da4w, then ExecuTorch's own lowering with its XnnpackPartitioner (one dynamic forward)."""
+def compile_executorch(directory: str, out: str, max_seq_len: int, qlinear: str | None) -> None:
+    """torchao ``qlinear`` (None: float32), then ExecuTorch's own lowering with its XnnpackPartitioner
+    (one dynamic forward)."""
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -119,7 +141,7 @@ def compile_executorch(directory: str, out: str, max_seq_len: int) -> None:
 
     torch.set_num_threads(1)
     model, cache = load_causal_lm(read_directory(directory), "float32", max_seq_len)
-    exported = export_causal_lm(quantize_model(model, "8da4w", GROUP_SIZE), cache)
+    exported = export_causal_lm(quantize_model(model, qlinear, GROUP_SIZE) if qlinear else model, cache)
     edge = to_edge_transform_and_lower(
         exported.programs, partitioner=[XnnpackPartitioner()], constant_methods=exported.constant_methods
     )
@@ -212,16 +234,19 @@ def main(argv=None) -> int:
     parser.add_argument("--prompt", type=int, default=16, help="prompt tokens")
     parser.add_argument("--new", type=int, default=32, help="new tokens")
     parser.add_argument("--max-seq-len", type=int, default=128, help="KV-cache positions")
-    parser.add_argument("--executorch", action="store_true", help=f"also compile and run '{ET_SIDE}' (~10 min)")
+    parser.add_argument(
+        "--executorch", action="store_true", help=f"also compile and run {' and '.join(ET_SIDES)} (~10 min each)"
+    )
     parser.add_argument(
         "--xnnpack-on-torchedge", action="store_true", help="also run the XNNPACK exports on torchedge's runtime"
     )
-    parser.add_argument("--compile-executorch", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--compile-executorch", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--measure", nargs=3, help=argparse.SUPPRESS)
     _common.add_json_option(parser)
     args = parser.parse_args(argv)
     if args.compile_executorch:
-        compile_executorch(args.compile_executorch[0], args.compile_executorch[1], int(args.compile_executorch[2]))
+        directory, out, max_seq_len, qlinear = args.compile_executorch
+        compile_executorch(directory, out, int(max_seq_len), None if qlinear == "-" else qlinear)
         return 0
     if args.measure:
         kind, path, _ = args.measure
@@ -233,7 +258,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / args.model
         write_model(args.model, directory)
-        sides = [*TORCHEDGE_SIDES, ET_SIDE] if args.executorch else list(TORCHEDGE_SIDES)
+        sides = [*TORCHEDGE_SIDES, *ET_SIDES] if args.executorch else list(TORCHEDGE_SIDES)
         sides += [side + ON_TORCHEDGE for side in ON_EXECUTORCH if args.xnnpack_on_torchedge]
         for side in [*sides, "eager f32"]:
             pte = Path(tmp) / f"{side.replace(' ', '_').replace('+', '')}.pte"
@@ -277,12 +302,17 @@ def main(argv=None) -> int:
     for side, base in RATIOS:
         if side in decode and base in decode:
             print(f"decode, {side} / {base}: {decode[side] / decode[base]:.2f}x")
+    peaks = {row[0]: float(row[2]) for row in rows if row[2] != "-"}
+    for side in TORCHEDGE_SIDES:
+        base = "ET + XNNPACK f32" if "f32" in side else ET_SIDE
+        if side in peaks and base in peaks:
+            print(f"compile peak, {side} / {base}: {peaks[side] / peaks[base]:.2f}x")
     return 0
 
 
 def _runtime(side: str) -> str:
     """``et`` for the programs ExecuTorch's runtime runs, else ``te``."""
-    return "et" if side == ET_SIDE or side in ON_EXECUTORCH else "te"
+    return "et" if side in ET_SIDES or side in ON_EXECUTORCH else "te"
 
 
 if __name__ == "__main__":

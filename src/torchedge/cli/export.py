@@ -212,6 +212,6 @@ def _export_directory(args, settings: ExportSettings) -> int:
         f" and {written.tokenizer} ({how} from the directory)" if how else f"; '{args.model}' has no tokenizer to write"
     )
     program = written.program
-    print(f"wrote {out} ({len(program.buffer):,} bytes{_delegated(program, settings.backend)}){note}")
+    print(f"wrote {out} ({os.path.getsize(out):,} bytes{_delegated(program, settings.backend)}){note}")
     _report_data_files(written.data_files)
     return 0

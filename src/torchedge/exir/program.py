@@ -18,6 +18,7 @@ import torch
 from torch.export import ExportedProgram
 
 from torchedge.errors import ExportError, InternalError
+from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.backend.to_backend import to_backend
 from torchedge.exir.config import EdgeCompileConfig, ExecutorchBackendConfig
 from torchedge.exir.emit import ConstantTable, MethodEmitter, emit_constant_method
@@ -36,8 +37,8 @@ from torchedge.exir.pipeline import (
 )
 from torchedge.exir.verification import verify_edge
 from torchedge.schema.program import Program
-from torchedge.serialize import serialize_pte
 from torchedge.serialize.ptd import TensorLayout, write_ptd
+from torchedge.serialize.pte_writer import serialize_pte_parts
 
 if TYPE_CHECKING:  # imported when an ETRecord is asked for: its serializer loads torch._dynamo (slow)
     from torchedge.devtools.etrecord import ETRecord
@@ -208,7 +209,7 @@ class EdgeProgramManager:
             method = MethodState(
                 name,
                 config,
-                graph_module=copy.deepcopy(self._methods[name].graph_module),
+                graph_module=_copy_graph(self._methods[name].graph_module),
                 extra={"signature": sig, "state": state, "constant_names": constant_names},
             )
             gm = run_stages(EXECUTORCH_STAGES, method).graph_module
@@ -243,7 +244,7 @@ class EdgeProgramManager:
             backend_delegate_data=delegate_data.inline_data(),
             segments=[],
         )
-        buffer = serialize_pte(
+        parts = serialize_pte_parts(
             program,
             segment_alignment=config.segment_alignment,
             constant_tensor_alignment=config.constant_tensor_alignment,
@@ -252,11 +253,20 @@ class EdgeProgramManager:
             named_data={**delegate_data.named_data, **input_minimums_data(self._methods)},
         )
         data_files = {} if external is None else {EXTERNAL_CONSTANTS_FILE: _ptd_of(external)}
-        manager = ExecutorchProgramManager(buffer, program, graphs, summaries, debug_handles, data_files)
+        manager = ExecutorchProgramManager(parts, program, graphs, summaries, debug_handles, data_files)
         if self._etrecord is not None:
             manager._etrecord = self._etrecord.copy()
             manager._etrecord.add_executorch_program(manager)
         return manager
+
+
+def _copy_graph(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """A deep copy of ``gm`` for the stages to rewrite, sharing (not copying) its delegates'
+    partition programs and their weights, which the stages only read."""
+    memo: dict[int, object] = {
+        id(m.original_module): m.original_module for m in gm.modules() if isinstance(m, LoweredBackendModule)
+    }
+    return copy.deepcopy(gm, memo)
 
 
 def _recorded(etrecord: ETRecord | None) -> ETRecord:
@@ -288,16 +298,21 @@ class MethodPlanSummary:
 
 
 class ExecutorchProgramManager:
+    """The compiled program. Its `.pte` is held as the parts it concatenates (the constants are
+    views of the program's tensors): `save` writes them one after another; `buffer` joins them
+    (once, on first use)."""
+
     def __init__(
         self,
-        buffer: bytes,
+        parts: list,
         program: Program,
         graph_modules: dict[str, torch.fx.GraphModule],
         memory_plans: dict[str, MethodPlanSummary],
         debug_handles: dict[str, list],
         data_files: dict[str, bytes] | None = None,
     ):
-        self._buffer = buffer
+        self._parts = parts
+        self._buffer: bytes | None = None
         self.data_files = data_files or {}  # file name -> .ptd bytes (external constants)
         self.debug_handle_map = debug_handles  # method -> debug handle of each instruction
         self._program = program
@@ -312,6 +327,9 @@ class ExecutorchProgramManager:
 
     @property
     def buffer(self) -> bytes:
+        if self._buffer is None:
+            self._buffer = b"".join(self._parts)
+            self._parts = [self._buffer]
         return self._buffer
 
     @property
@@ -327,7 +345,8 @@ class ExecutorchProgramManager:
         return self._graph_modules[method_name]
 
     def write_to_file(self, f: BinaryIO) -> None:
-        f.write(self._buffer)
+        for part in self._parts:
+            f.write(part)
 
     def save(self, path: str | os.PathLike) -> None:
         with open(path, "wb") as f:

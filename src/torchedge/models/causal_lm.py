@@ -10,6 +10,7 @@ result: ``to_edge(exported.programs, constant_methods=exported.constant_methods)
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -122,6 +123,7 @@ def export_causal_lm(
     except (AssertionError, ValueError) as e:
         raise ExportError(f"{type(model).__name__} cannot be exported with a static cache: {e}") from None
     seq = Dim("seq", max=max_prompt_len)  # one size for both inputs: T tokens at T positions
+    captured = _dynamo_captures()
     exported = wrapper.export(
         input_ids=torch.zeros((1, 2), dtype=torch.long),
         cache_position=torch.arange(2, dtype=torch.long),
@@ -135,9 +137,29 @@ def export_causal_lm(
             cache_position=torch.zeros(1, dtype=torch.long),
             strict=True,
         )
+    _drop_dynamo_captures(captured)
     constants = _constant_methods(model.config.get_text_config(), max_cache_len, max_prompt_len)
     # `wrapper.export` exports `wrapper.model`; `wrapper.forward` drops cache_position, so it is no reference.
     return CausalLMExport(programs, constants, wrapper.model, max_cache_len)
+
+
+# Strict torch.export leaves each graph that dynamo captured (a module holding every weight of the
+# model) as a ``__compiled_fn_*`` global of the module whose frame it traced, for the rest of the process.
+_DYNAMO_EXPORT_MODULE = "torch._dynamo.functional_export"
+_CAPTURE_PREFIX = "__compiled_fn_"
+
+
+def _dynamo_captures() -> set[str]:
+    module = sys.modules.get(_DYNAMO_EXPORT_MODULE)
+    return {name for name in vars(module) if name.startswith(_CAPTURE_PREFIX)} if module else set()
+
+
+def _drop_dynamo_captures(before: set[str]) -> None:
+    """Drop the captures that the exports since ``before`` (`_dynamo_captures`) left: the exported
+    programs do not use them, and the weights they hold are freed with the model."""
+    module = sys.modules.get(_DYNAMO_EXPORT_MODULE)
+    for name in _dynamo_captures() - before:
+        delattr(module, name)
 
 
 def compile_causal_lm(exported: CausalLMExport, partitioner=None):

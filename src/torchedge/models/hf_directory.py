@@ -135,7 +135,17 @@ def _load(directory: HFDirectory, dtype: str):
         raise ExportError(
             f"'{directory.path}': {_AUTO[directory.task]}.from_pretrained failed: {type(e).__name__}: {_first_line(e)}"
         ) from None
+    _own_weights(model)
     return model.eval()
+
+
+@torch.no_grad()
+def _own_weights(model) -> None:
+    """Give each weight memory of its own. ``from_pretrained`` leaves them in one memory map of the
+    checkpoint, which stays resident while any of them lives: the weights that an export replaces
+    (folded into transposed constants, quantized) could not be freed."""
+    for tensor in [*model.parameters(), *model.buffers()]:
+        tensor.data = tensor.data.clone()
 
 
 def default_max_seq_len(config) -> int:

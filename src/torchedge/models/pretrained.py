@@ -7,6 +7,7 @@ line with their time on stderr; quantizing shows a bar over the layers when stde
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ from torchedge.cli.recipes import (
 )
 from torchedge.errors import ExportError, TorchEdgeError
 from torchedge.models.example_inputs import dynamic_example
+from torchedge.models.heap import map_large_blocks
 from torchedge.models.progress import Progress
 from torchedge.models.quantized_embedding import quantize_embedding
 
@@ -120,6 +122,7 @@ def export_directory(
 
     progress = progress or Progress()
     partitioner = partitioners(settings.backend)  # an unwritable backend fails before any work
+    map_large_blocks()  # what a stage frees leaves the process: the peak is the most held at once
     with progress.stage(f"loading '{path}' ({settings.dtype})"), _loading_bars(progress.bars):
         directory = read_directory(path)
         model, inputs, cache_len = _load(directory, settings)
@@ -131,18 +134,22 @@ def export_directory(
             _quantize(model, settings, qembedding, qembedding_group_size, progress)
     with progress.stage("torch.export"):
         exported = _export(model, inputs, cache_len, dynamic or [])
+    del model, inputs  # each stage's result holds what the next one needs; nothing else is kept
     with progress.stage("to_edge"):
         edge = _to_edge(exported)
+    del exported
+    gc.collect()  # the model's reference cycles: the weights that to_edge folded into new constants go now
     if partitioner:
         with progress.stage(f"lowering to {settings.backend}"):
             edge = edge.to_backend(partitioner)
     with progress.stage("to_executorch"):
         program = _to_executorch(edge, cache_len, settings.external_constants)
-    if partitioner and cache_len:
-        _check_tokens_per_call(program, cache_len, settings.backend)
+    del edge
     tokenizer = Path(f"{os.path.splitext(output)[0]}.tokenizer.json")
     with progress.stage(f"writing {output}"):
-        program.save(output)
+        program.save(output)  # the parts of the file one after another: no copy of it in memory
+        if partitioner and cache_len:
+            _check_tokens_per_call(output, cache_len, settings.backend)
         data_files = write_data_files(program, output)
         how = write_tokenizer(directory.path, str(tokenizer))
     return ExportedDirectory(Path(output), program, tokenizer if how else None, how, data_files)
@@ -224,15 +231,17 @@ def _to_executorch(edge, cache_len: int | None, external_constants: bool):
     return edge.to_executorch(dataclasses.replace(config, external_constants=external_constants))
 
 
-def _check_tokens_per_call(program, max_cache_len: int, backend: str) -> None:
-    """``forward`` still takes up to ``max_cache_len`` tokens after delegation (a lowering that fixes
-    the example's size would make a program that cannot decode one token)."""
+def _check_tokens_per_call(path: str, max_cache_len: int, backend: str) -> None:
+    """``forward`` of the program written to ``path`` still takes up to ``max_cache_len`` tokens after
+    delegation (a lowering that fixes the example's size would make a program that cannot decode one
+    token); the file is removed if not."""
     from torchedge.runtime import Runtime
 
-    meta = Runtime.get().load_program(program.buffer).metadata("forward").input_tensor_meta(0)
+    meta = Runtime.get().load_program(path).metadata("forward").input_tensor_meta(0)
     lowest = getattr(meta, "min_shape", None)  # None: no lower bound recorded (0)
     if tuple(meta.shape) != (1, max_cache_len) or (lowest is not None and tuple(lowest)[1] > 1):
         fixed = list(meta.shape) if lowest is None else f"{list(lowest)} to {list(meta.shape)}"
+        os.remove(path)
         raise ExportError(
             f"--recipe {backend}: delegating made forward's input_ids {fixed} instead of [1, 1] to "
             f"[1, {max_cache_len}]: the {backend} lowering does not keep the dynamic sequence length; "

@@ -1,4 +1,6 @@
-"""`serialize_pte`: a `Program` to the bytes of a `.pte` file.
+"""`serialize_pte`: a `Program` to the bytes of a `.pte` file; `serialize_pte_parts`: the same
+file as the list of buffers it is the concatenation of (the constants' own memory, no copies), to
+write one after another.
 
 Follows the exporter (`exir/_serialize/_program.py`) step for step so that the
 output is byte-identical: constants to segment 0, then the mutable-data
@@ -28,7 +30,7 @@ from torchedge.serialize.extended_header import HEADER_LENGTH, ExtendedHeader, i
 from torchedge.serialize.program_tables import FILE_IDENTIFIER, PROGRAM, VECTOR_ALIGNMENT
 from torchedge.serialize.segments import SegmentWriter, align_up, check_alignment, pack_subsegments
 
-__all__ = ["ALIAS_BYTES", "serialize_pte"]
+__all__ = ["ALIAS_BYTES", "serialize_pte", "serialize_pte_parts"]
 
 ALIAS_BYTES = 1024  # a named blob this large shares a constant's identical bytes
 
@@ -37,7 +39,12 @@ def _byte_view(data) -> memoryview:
     return memoryview(data).cast("B")
 
 
-def serialize_pte(
+def serialize_pte(program: Program, **options) -> bytes:
+    """Encodes `program` as a `.pte` (`serialize_pte_parts`' options); `program` itself is not modified."""
+    return b"".join(serialize_pte_parts(program, **options))
+
+
+def serialize_pte_parts(
     program: Program,
     *,
     segment_alignment: int = 128,
@@ -45,8 +52,8 @@ def serialize_pte(
     extract_delegate_segments: bool = True,
     mutable_data: Sequence | None = None,
     named_data: Mapping[str, object] | None = None,
-) -> bytes:
-    """Encodes `program` as a `.pte`; `program` itself is not modified.
+) -> list:
+    """The `.pte` of `program` as buffers to concatenate; `program` itself is not modified.
 
     Input convention: `program.constant_buffer` lists every constant including
     the index-0 placeholder `Buffer(b"")`; they move into segment 0 (each but
@@ -88,14 +95,14 @@ def serialize_pte(
 
     flat = flatbuffer.encode(program, PROGRAM, FILE_IDENTIFIER)
     if writer.size == 0:
-        return flat
+        return [flat]
     # The header block must keep every force_align of the flatbuffer intact.
     padded_length = align_up(HEADER_LENGTH, max(VECTOR_ALIGNMENT, constant_tensor_alignment))
     program_size = len(flat) + padded_length
     base = align_up(program_size, segment_alignment)
     header = ExtendedHeader(program_size, base, writer.size)
     head = insert_header(flat, header, padded_length)
-    return b"".join([head, b"\0" * (base - program_size), *writer.pieces])
+    return [head, b"\0" * (base - program_size), *writer.pieces]
 
 
 def _extract_delegate_segments(program: Program, writer: SegmentWriter) -> None:

@@ -134,7 +134,7 @@ def _partition_program(ep: ExportedProgram, nodes: list[torch.fx.Node], constant
 
 
 def _lower_partitions(edge_program: ExportedProgram, partitioner: Partitioner) -> ExportedProgram:
-    ep = copy.deepcopy(edge_program)
+    ep = copy.deepcopy(edge_program, {id(t): t for t in {**edge_program.state_dict, **edge_program.constants}.values()})
     result = partitioner.partition(ep)
     ep = result.tagged_exported_program
     gm = ep.graph_module

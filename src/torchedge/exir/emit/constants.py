@@ -10,23 +10,30 @@ import torch
 from torchedge.errors import ExportError
 from torchedge.schema.program import Buffer
 
-__all__ = ["ConstantTable", "ExternalConstants", "tensor_bytes"]
+__all__ = ["ConstantTable", "ExternalConstants", "tensor_bytes", "tensor_view"]
+
+
+def tensor_view(t: torch.Tensor) -> memoryview:
+    """The tensor's elements in contiguous (row-major) order, as a read-only byte view of the
+    tensor's own memory (of a contiguous copy when the tensor is not contiguous)."""
+    flat = t.detach().cpu().contiguous().reshape(-1)
+    return memoryview(flat.view(torch.uint8).numpy()).toreadonly() if flat.numel() else memoryview(b"")
 
 
 def tensor_bytes(t: torch.Tensor) -> bytes:
-    """The tensor's elements in contiguous (row-major) order, as raw bytes."""
-    flat = t.detach().cpu().contiguous().reshape(-1)
-    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    """The tensor's elements in contiguous (row-major) order, as raw bytes (a copy)."""
+    return bytes(tensor_view(t))
 
 
 class ConstantTable:
-    """Index 0 is reserved (``data_buffer_idx == 0`` means "not a constant")."""
+    """Index 0 is reserved (``data_buffer_idx == 0`` means "not a constant"). Entries are kept
+    as given: a `tensor_view` stays a view of its tensor."""
 
     def __init__(self) -> None:
-        self._buffers: list[bytes] = [b""]
+        self._buffers: list[bytes | memoryview] = [b""]
         self._index: dict[bytes, int] = {}
 
-    def add(self, data: bytes) -> int:
+    def add(self, data: bytes | memoryview) -> int:
         digest = hashlib.sha256(data).digest()
         index = self._index.get(digest)
         if index is None:
@@ -48,10 +55,10 @@ class ExternalConstants:
     constants): each name's bytes and tensor layout, for a `.ptd` file."""
 
     def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
+        self.data: dict[str, bytes | memoryview] = {}
         self.layouts: dict[str, tuple] = {}  # name -> (ScalarType, sizes, dim_order)
 
-    def add(self, name: str, data: bytes, layout: tuple) -> None:
+    def add(self, name: str, data: bytes | memoryview, layout: tuple) -> None:
         if self.data.setdefault(name, data) != data:
             raise ExportError(f"two methods hold different values under the constant name '{name}'")
         self.layouts[name] = layout

@@ -15,7 +15,7 @@ from torch.utils._pytree import treespec_dumps
 from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.control_flow import is_control_flow
-from torchedge.exir.emit.constants import ConstantTable, ExternalConstants, tensor_bytes
+from torchedge.exir.emit.constants import ConstantTable, ExternalConstants, tensor_bytes, tensor_view
 from torchedge.exir.emit.control_flow import emit_control_flow
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.emit.dim_order import dim_order_variant
@@ -129,9 +129,9 @@ class MethodEmitter(torch.fx.Interpreter):
         spec: TensorSpec = node.meta["spec"]
         if spec.const:
             name = self._constant_name(node.name) if self.constants_outside else None
-            return Value(self.table.constant_tensor(self._constant_of(node.name), spec, name))
-        if spec.state:
-            return Value(self.table.state_tensor(spec, self._constant_of(node.name)))
+            return Value(self.table.constant_tensor(tensor_view(self._constant_of(node.name)), spec, name))
+        if spec.state:  # a copy: the module's own buffer changes when it runs
+            return Value(self.table.state_tensor(spec, tensor_bytes(self._constant_of(node.name))))
         index = self.table.tensor(spec)
         self.inputs.append(index)
         return Value(index)
@@ -287,8 +287,8 @@ class MethodEmitter(torch.fx.Interpreter):
                 return mapping[placeholder_name]
         raise ExportError(f"placeholder '{placeholder_name}' is marked constant but has no value")
 
-    def _constant_of(self, placeholder_name: str) -> bytes:
-        return tensor_bytes(constant_value(self.exported_program, self._constant_name(placeholder_name)))
+    def _constant_of(self, placeholder_name: str) -> torch.Tensor:
+        return constant_value(self.exported_program, self._constant_name(placeholder_name))
 
 
 def emit_constant_method(name: str, value) -> ExecutionPlan:

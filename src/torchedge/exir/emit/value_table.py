@@ -139,7 +139,7 @@ class ValueTable:
             )
         return index
 
-    def constant_tensor(self, data: bytes, spec: TensorSpec, external_name: str | None = None) -> int:
+    def constant_tensor(self, data: bytes | memoryview, spec: TensorSpec, external_name: str | None = None) -> int:
         """A constant in the program's constant data, or (``external_name``) in external data."""
         tensor = tensor_schema(scalar_type(spec.dtype), spec.shape, contiguous_dim_order(len(spec.shape)))
         if external_name is None:
