@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from torchedge.errors import ExportError
 from torchedge.exir import to_edge
 from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.emit.constants import tensor_bytes, tensor_view
@@ -114,3 +115,25 @@ def test_exported_causal_lm_leaves_no_hold_on_the_weights():
     gc.collect()
     assert weight() is None
     assert edge.to_executorch().buffer  # the Edge program still compiles without them
+
+
+def test_a_weight_changed_after_to_executorch_is_not_written(tmp_path):
+    model, edge = _edge()
+    program = edge.to_executorch()
+    with torch.no_grad():
+        model.linear.bias.add_(1.0)  # the program's constant is this tensor's memory
+    with pytest.raises(ExportError, match="changed in place after to_executorch"):
+        program.save(tmp_path / "model.pte")
+    with pytest.raises(ExportError, match="changed in place after to_executorch"):
+        program.buffer  # noqa: B018
+
+
+def test_the_buffer_read_before_a_change_keeps_the_compiled_values(tmp_path):
+    model, edge = _edge()
+    program = edge.to_executorch()
+    before = program.buffer
+    expected = to_edge(torch.export.export(model, (torch.randn(2, 512),))).to_executorch().buffer
+    with torch.no_grad():
+        model.linear.bias.add_(1.0)
+    program.save(tmp_path / "model.pte")
+    assert (tmp_path / "model.pte").read_bytes() == before == expected

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -253,7 +254,9 @@ class EdgeProgramManager:
             named_data={**delegate_data.named_data, **input_minimums_data(self._methods)},
         )
         data_files = {} if external is None else {EXTERNAL_CONSTANTS_FILE: _ptd_of(external)}
-        manager = ExecutorchProgramManager(parts, program, graphs, summaries, debug_handles, data_files)
+        manager = ExecutorchProgramManager(
+            parts, program, graphs, summaries, debug_handles, data_files, check_constants=constants.check_unchanged
+        )
         if self._etrecord is not None:
             manager._etrecord = self._etrecord.copy()
             manager._etrecord.add_executorch_program(manager)
@@ -310,9 +313,11 @@ class ExecutorchProgramManager:
         memory_plans: dict[str, MethodPlanSummary],
         debug_handles: dict[str, list],
         data_files: dict[str, bytes] | None = None,
+        check_constants: Callable[[], None] | None = None,
     ):
         self._parts = parts
         self._buffer: bytes | None = None
+        self._check_constants = check_constants or (lambda: None)  # raises where a viewed constant changed
         self.data_files = data_files or {}  # file name -> .ptd bytes (external constants)
         self.debug_handle_map = debug_handles  # method -> debug handle of each instruction
         self._program = program
@@ -328,6 +333,7 @@ class ExecutorchProgramManager:
     @property
     def buffer(self) -> bytes:
         if self._buffer is None:
+            self._check_constants()
             self._buffer = b"".join(self._parts)
             self._parts = [self._buffer]
         return self._buffer
@@ -345,6 +351,8 @@ class ExecutorchProgramManager:
         return self._graph_modules[method_name]
 
     def write_to_file(self, f: BinaryIO) -> None:
+        if self._buffer is None:
+            self._check_constants()
         for part in self._parts:
             f.write(part)
 

@@ -32,6 +32,23 @@ class ConstantTable:
     def __init__(self) -> None:
         self._buffers: list[bytes | memoryview] = [b""]
         self._index: dict[bytes, int] = {}
+        self._viewed: dict[int, tuple[torch.Tensor, int]] = {}  # id -> (tensor, its version when viewed)
+
+    def view(self, t: torch.Tensor) -> memoryview:
+        """`tensor_view` of ``t``, remembered so that `check_unchanged` sees an in-place change."""
+        self._viewed[id(t)] = (t, t._version)
+        return tensor_view(t)
+
+    def check_unchanged(self) -> None:
+        """Raise where a tensor the entries view (`view`) was changed in place since: the program
+        would be written with values it was not compiled with."""
+        for t, version in self._viewed.values():
+            if t._version != version:
+                raise ExportError(
+                    f"a constant of the program (a tensor of sizes {list(t.shape)}, {t.dtype}) changed in place "
+                    "after to_executorch, which writes the .pte from the tensors' own memory: read "
+                    "`.buffer` (or save) before changing the model's weights, or call to_executorch again"
+                )
 
     def add(self, data: bytes | memoryview) -> int:
         digest = hashlib.sha256(data).digest()

@@ -15,7 +15,7 @@ from torch.utils._pytree import treespec_dumps
 from torchedge.errors import ExportError
 from torchedge.exir.backend.lowered_module import LoweredBackendModule
 from torchedge.exir.control_flow import is_control_flow
-from torchedge.exir.emit.constants import ConstantTable, ExternalConstants, tensor_bytes, tensor_view
+from torchedge.exir.emit.constants import ConstantTable, ExternalConstants, tensor_bytes
 from torchedge.exir.emit.control_flow import emit_control_flow
 from torchedge.exir.emit.delegates import DelegateTable
 from torchedge.exir.emit.dim_order import dim_order_variant
@@ -66,6 +66,7 @@ class MethodEmitter(torch.fx.Interpreter):
         self.name = name
         self.exported_program = exported_program
         mutable_data = mutable_data if mutable_data is not None else ConstantTable()
+        self.constants = constants
         self.table = ValueTable(constants, mutable_data, emit_mutable_buffer_names, external_constants)
         self.constants_outside = external_constants is not None  # by name, in a .ptd
         self.non_const_buffer_sizes = non_const_buffer_sizes
@@ -129,7 +130,7 @@ class MethodEmitter(torch.fx.Interpreter):
         spec: TensorSpec = node.meta["spec"]
         if spec.const:
             name = self._constant_name(node.name) if self.constants_outside else None
-            return Value(self.table.constant_tensor(tensor_view(self._constant_of(node.name)), spec, name))
+            return Value(self.table.constant_tensor(self.constants.view(self._constant_of(node.name)), spec, name))
         if spec.state:  # a copy: the module's own buffer changes when it runs
             return Value(self.table.state_tensor(spec, tensor_bytes(self._constant_of(node.name))))
         index = self.table.tensor(spec)
