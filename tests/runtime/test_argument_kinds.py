@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from torchedge.errors import InvalidProgramError
-from torchedge.kernels.argument_kinds import TABLE_PATH, argument_kinds, unchecked_operators
+from torchedge.kernels.argument_kinds import TABLE_PATH, argument_kinds, unchecked_operators, written_arguments
 from torchedge.kernels.registry import registered_operators
 from torchedge.runtime import Runtime
 from torchedge.serialize import deserialize_pte, serialize_pte
@@ -111,3 +111,22 @@ def test_table_is_up_to_date():
         "argument_kinds.json is out of date: run python tools/generate_kernel_schemas.py\n"
         + (result.stdout + result.stderr)
     )
+
+
+def test_arguments_written_besides_the_outs_are_those_torch_marks_written():
+    for name, positions in [("aten::rrelu_with_noise.out", (1,)), ("aten::add.out", ()), ("aten::copy_", (0,))]:
+        schema = _torch_schema(name)
+        marked = tuple(
+            i
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write and not a.is_out
+        )
+        assert written_arguments(name) == marked == positions
+    assert written_arguments("no_such::op.out") is None  # unknown: it may write any argument
+
+
+def _torch_schema(name: str):
+    torch = pytest.importorskip("torch")
+    namespace, _, rest = name.partition("::")
+    op, _, overload = rest.partition(".")
+    return getattr(getattr(getattr(torch.ops, namespace), op), overload or "default")._schema

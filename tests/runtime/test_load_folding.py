@@ -140,3 +140,25 @@ def test_masks_and_positions_of_executorchs_xnnpack_lowerings_are_computed_at_lo
     assert len(ops) >= 20
     outputs = _same_bits_three_times(folded, plain, lambda run: inputs)
     assert_matches(outputs[-1], executorch_run(buffer, [t.numpy() for t in inputs]), 1e-4)
+
+
+class NoisyRelu(nn.Module):
+    """Training-mode rrelu writes its noise tensor, which a constant-only step makes, in place."""
+
+    def forward(self, x):
+        return torch.ops.aten.rrelu_with_noise(x, torch.zeros(x.shape), 0.1, 0.3, True)
+
+
+def test_a_tensor_a_running_kernel_writes_in_place_is_not_folded():
+    from torchedge.exir import to_edge
+
+    x = torch.linspace(-2.0, 2.0, 20)
+    buffer = to_edge(torch.export.export(NoisyRelu(), (x,))).to_executorch().buffer
+    folded, plain = _methods(buffer)
+    assert _folded(folded) == _folded(plain) == []  # the zeros are written by rrelu at every run
+    for _ in range(3):
+        out = folded.execute([x.numpy()])[0]
+        negative = x.numpy() <= 0
+        np.testing.assert_array_equal(out[~negative], x.numpy()[~negative])
+        slopes = out[negative] / x.numpy()[negative]  # drawn from [lower, upper)
+        assert np.all((slopes >= 0.1 - 1e-6) & (slopes <= 0.3 + 1e-6))

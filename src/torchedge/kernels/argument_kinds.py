@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from torchedge.schema import program
 
-__all__ = ["TABLE_PATH", "Argument", "argument_kinds", "unchecked_operators"]
+__all__ = ["TABLE_PATH", "Argument", "argument_kinds", "unchecked_operators", "written_arguments"]
 
 TABLE_PATH = pathlib.Path(__file__).with_name("argument_kinds.json")
 
@@ -78,3 +78,12 @@ def argument_kinds(name: str) -> tuple[Argument, ...] | None:
 def unchecked_operators() -> list[str]:
     """The registered operators the table has no schema for (their arguments' kinds go unchecked)."""
     return list(_table()["unchecked"])
+
+
+def written_arguments(name: str) -> tuple[int, ...] | None:
+    """The positions of the arguments other than its outs that operator ``name`` writes, as its
+    schema marks them (``rrelu_with_noise``'s ``noise``); None when the table has no schema for it
+    (it may write any argument)."""
+    if name not in _table()["operators"]:
+        return None
+    return tuple(_table()["written"].get(name, ()))

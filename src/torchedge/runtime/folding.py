@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from torchedge.kernels.argument_kinds import written_arguments
 from torchedge.kernels.optimized.tuning import tuned
 from torchedge.kernels.registry import op_traits, registering_module
 from torchedge.runtime.fusion.dataflow import AFTER_RUN, Dataflow
@@ -128,7 +129,9 @@ def _frontier(
     """Where to copy each tensor running steps read from folded ones, and the folded steps whose
     results cannot be copied (to run as written)."""
     running = [pc for pc in range(len(flow.steps)) if pc not in folded]
-    written_at_run = {a.value for pc in running for a in flow.writes[pc]}
+    written_at_run = {a.value for pc in running for a in flow.writes[pc]}.union(
+        *(_written_arguments(flow, flow.steps[pc]) for pc in running)
+    )
     table, extra = flow.values.values, tuned("folded_result_extra_bytes")
     seen: dict[int, tuple[int, ...]] = {}
     copied: set[int] = set()
@@ -154,6 +157,20 @@ def _frontier(
                 copied.add(value)
                 snapshots.setdefault(pc, []).append(value)
     return snapshots, refused
+
+
+def _written_arguments(flow: Dataflow, step: Step) -> set[int]:
+    """The tensors a running kernel writes besides its outs, which the dataflow does not see: the
+    arguments its schema marks written (``rrelu_with_noise``'s ``noise``), or every tensor argument
+    of an operator the schema table does not know."""
+    if step.kind != KERNEL:
+        return set()
+    positions = written_arguments(step.label)
+    if positions is None:
+        return set(flow.tensors(step)[0])
+    schema = flow.values.schema
+    args = [step.args[i] for i in positions if i < len(step.args)]
+    return {i for a in args for i in (schema[a].items if isinstance(schema[a], LIST_TYPES) else (a,)) if i >= 0}
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
