@@ -112,10 +112,10 @@ SPECS: dict[str, dict] = {
         "RSS after load, one generation: prefill and decode tokens/s), one thread everywhere; `of bound` is "
         "decode over the memory-bandwidth bound (single-thread read bandwidth / bytes of weights per token). "
         "`te + ORT 8da4w` runs the quantized linears as ONNX Runtime's MatMulNBits; `te + XNNPACK` sides are "
-        "torchedge's XNNPACK exports run by ExecuTorch's runtime; with `--executorch`, `ET + XNNPACK 8da4w` is "
-        "ExecuTorch's own lowering of the same torchao model (its decode side by side with torchedge's is the "
-        "next section). One table per model's shapes. The machine was shared with other "
-        "jobs: compare within one table.",
+        "torchedge's XNNPACK exports run by ExecuTorch's runtime; with `--executorch`, `ET + XNNPACK f32` and "
+        "`ET + XNNPACK 8da4w` are ExecuTorch's own lowerings of the same model and of the same torchao model "
+        "(its 8da4w decode side by side with torchedge's is the next section). One table per model's shapes; "
+        "compare within one table.",
         "plot": ["decode tok/s", "prefill tok/s"],
         "axis": "tokens per second (log scale)",
     },
