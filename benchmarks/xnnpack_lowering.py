@@ -15,11 +15,14 @@ milliseconds per run of torchedge's program.
 
 Models: the built-in ones (`torchedge.models`) and ``causal_lm``, a transformers Llama built
 from a tiny config with random weights (logits of a 32-token prompt, no cache).
-``--quantize`` lowers a quantized model instead (eager is then the quantized model): ``int8``
-(PT2E, `XNNPACKQuantizer`, static per-channel), ``int8_per_tensor``, ``dynamic_int8`` (dynamic
-activations, per-channel weights), ``8da4w`` (torchao's int8 dynamic activations with int4
-weights in groups of ``--group-size``).
-Usage: python benchmarks/xnnpack_lowering.py [model ...] [--quantize RECIPE] [--group-size N]
+``--quantize`` names the recipes, one row per model and recipe (eager is then the quantized
+model): ``fp32`` (the default), ``int8`` (PT2E, `XNNPACKQuantizer`, static per-channel),
+``int8_per_tensor``, ``dynamic_int8`` (dynamic activations, per-channel weights), ``8da4w``
+(torchao's int8 dynamic activations with int4 weights in groups of ``--group-size``). Without
+model names, each recipe runs on the models it applies to (`DEFAULT_MODELS`). Where the model's
+output is quantized (static int8: a dequantize makes the output), ``steps`` gives the largest
+difference between the two programs on ExecuTorch's runtime in output quantization steps.
+Usage: python benchmarks/xnnpack_lowering.py [model ...] [--quantize RECIPE ...] [--group-size N]
        [--repeat ROUNDS] [--json PATH]
 """
 
@@ -47,6 +50,9 @@ from torchedge.serialize import deserialize_pte  # noqa: E402
 
 MODELS = ("mlp", "cnn", "mobilenet_v2", "resnet18", "vit", "bert", "llama", "causal_lm")
 RECIPES = ("fp32", "int8", "int8_per_tensor", "dynamic_int8", "8da4w")
+_STATIC = ("mlp", "cnn", "mobilenet_v2", "resnet18", "vit", "bert", "llama")
+_LINEARS = ("mlp", "vit", "bert", "llama", "causal_lm")  # dynamic activations: the linears quantize
+DEFAULT_MODELS = {"fp32": MODELS, "int8": _STATIC, "int8_per_tensor": _STATIC, "dynamic_int8": _LINEARS, "8da4w": _LINEARS}
 COMPILERS = ("torchedge", "executorch")
 
 
@@ -154,6 +160,21 @@ def _calls(buffer: bytes) -> tuple[int, int]:
     return kinds.count(KernelCall), kinds.count(DelegateCall)
 
 
+def output_step(model) -> float | None:
+    """The quantization step of a PT2E model's (first) output, where a dequantize makes it."""
+    graph = getattr(model, "graph", None)
+    if graph is None:
+        return None
+    result = graph.output_node().args[0]
+    node = (result if isinstance(result, (tuple, list)) else (result,))[0]
+    if not isinstance(node, torch.fx.Node) or "dequantize_per_tensor" not in str(node.target):
+        return None
+    scale = node.args[1]
+    if isinstance(scale, torch.fx.Node):  # a scale held as an attribute
+        scale = getattr(model, str(scale.target))
+    return float(scale)
+
+
 def _error(got, want) -> float:
     want = np.asarray(want, np.float64)
     scale = max(float(np.max(np.abs(want))), 1e-30)
@@ -183,6 +204,8 @@ def bench(name: str, repeat: int, recipe: str = "fp32", group_size: int = 32) ->
     te_seconds = _common.median_seconds(lambda: te_methods["torchedge"].execute(arrays), max(3, repeat // 4))
     (ours_kernels, ours_delegates), (theirs_kernels, theirs_delegates) = _calls(ours), _calls(theirs)
     label = name if recipe == "fp32" else f"{name} ({recipe}{group_size if recipe == '8da4w' else ''})"
+    step = output_step(model)
+    steps = "-" if step is None else f"{np.max(np.abs(on_et['torchedge'] - on_et['executorch'])) / step:.2f}"
     return [
         label,
         f"{ours_kernels} / {ours_delegates}",
@@ -192,6 +215,7 @@ def bench(name: str, repeat: int, recipe: str = "fp32", group_size: int = 32) ->
         f"{times['torchedge'] / times['executorch']:.2f}",
         f"{_error(on_et['torchedge'], want):.1e}",
         f"{_error(on_et['torchedge'], on_et['executorch']):.1e}",
+        steps,
         f"{_error(on_et['executorch'], want):.1e}",
         f"{_error(on_te['torchedge'], want):.1e}",
         f"{_error(on_te['executorch'], want):.1e}",
@@ -212,6 +236,7 @@ HEADERS = [
     "ratio",
     "err vs eager (torchedge .pte, ET runtime)",
     "err vs ExecuTorch .pte (ET runtime)",
+    "steps vs ExecuTorch .pte (ET runtime)",
     "err vs eager (ExecuTorch .pte, ET runtime)",
     "err vs eager (torchedge .pte, torchedge runtime)",
     "err vs eager (ExecuTorch .pte, torchedge runtime)",
@@ -225,8 +250,8 @@ HEADERS = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="*", default=list(MODELS))
-    parser.add_argument("--quantize", choices=RECIPES, default="fp32")
+    parser.add_argument("models", nargs="*")
+    parser.add_argument("--quantize", choices=RECIPES, nargs="+", default=["fp32"])
     parser.add_argument("--group-size", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--compile-only", choices=COMPILERS, help=argparse.SUPPRESS)
@@ -235,12 +260,13 @@ def main() -> None:
     args = parser.parse_args()
     _common.one_thread_everywhere()
     if args.compile_only:
-        compile_only(args.compile_only, args.models[0], args.quantize, args.group_size, args.out)
+        compile_only(args.compile_only, args.models[0], args.quantize[0], args.group_size, args.out)
         return
     rows = []
-    for name in args.models:
-        rows.append(bench(name, args.repeat, args.quantize, args.group_size))
-        print(" | ".join(rows[-1]), flush=True)
+    for recipe in args.quantize:
+        for name in args.models or DEFAULT_MODELS[recipe]:
+            rows.append(bench(name, args.repeat, recipe, args.group_size))
+            print(" | ".join(rows[-1]), flush=True)
     _common.report(HEADERS, rows, args.json)
 
 

@@ -52,7 +52,9 @@ SPECS: dict[str, dict] = {
         "(NumPy), against torchedge's portable program of the same model and ExecuTorch with the real "
         "XNNPACK; `all rows` is the portable program compiled without `narrow_rows` (ExecuTorch's lowering "
         "runs a classifier's last block for every token, torchedge's program for the one its head reads); "
-        "rel err is the interpreter's largest difference from ExecuTorch's output, relative to its magnitude.",
+        "`te XNNPACK` is the program torchedge's own `XnnpackPartitioner` lowers (`narrow_rows` included), on the "
+        "same interpreter; rel err is the interpreter's largest difference from ExecuTorch's output, relative "
+        "to its magnitude.",
         "plot": ["interpreter ms", "portable ms", "ET+XNNPACK ms"],
         "axis": "ms per run (log scale)",
     },
@@ -64,7 +66,10 @@ SPECS: dict[str, dict] = {
         "delegates / "
         "delegates; both programs timed on ExecuTorch's runtime (XNNPACK, one thread; ratio = torchedge's "
         "program / ExecuTorch's); errors relative to the reference's largest magnitude, on ExecuTorch's "
-        "runtime and on torchedge's (its NumPy interpreter of XNNPACK payloads, both programs).",
+        "runtime and on torchedge's (its NumPy interpreter of XNNPACK payloads, both programs). Quantized rows "
+        "(`int8`: PT2E static per-channel with `XNNPACKQuantizer`; `8da4w32`: torchao's int8 dynamic activations "
+        "with int4 weights in groups of 32) compare against the quantized eager model; `steps` is the largest "
+        "difference between the two programs in output quantization steps, where a dequantize makes the output.",
         "plot": ["ET runtime ms (torchedge .pte)", "ET runtime ms (ExecuTorch .pte)"],
         "axis": "ms per run (log scale)",
     },
