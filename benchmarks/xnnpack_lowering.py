@@ -52,7 +52,13 @@ MODELS = ("mlp", "cnn", "mobilenet_v2", "resnet18", "vit", "bert", "llama", "cau
 RECIPES = ("fp32", "int8", "int8_per_tensor", "dynamic_int8", "8da4w")
 _STATIC = ("mlp", "cnn", "mobilenet_v2", "resnet18", "vit", "bert", "llama")
 _LINEARS = ("mlp", "vit", "bert", "llama", "causal_lm")  # dynamic activations: the linears quantize
-DEFAULT_MODELS = {"fp32": MODELS, "int8": _STATIC, "int8_per_tensor": _STATIC, "dynamic_int8": _LINEARS, "8da4w": _LINEARS}
+DEFAULT_MODELS = {
+    "fp32": MODELS,
+    "int8": _STATIC,
+    "int8_per_tensor": _STATIC,
+    "dynamic_int8": _LINEARS,
+    "8da4w": _LINEARS,
+}
 COMPILERS = ("torchedge", "executorch")
 
 
