@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["group_attention_heads", "fake_call"]
+from torchedge.exir.passes.fusion_matching import fake_call
+
+__all__ = ["group_attention_heads"]
 
 aten = torch.ops.aten
 # Operators between the repeat and the bmm that commute with repeating heads.
@@ -98,16 +100,6 @@ def _trace(mat2) -> tuple[torch.fx.Node, int, bool, list, torch.fx.Node] | None:
         elif not _is_identity(node):
             return None
         node = node.args[0]
-
-
-def fake_call(graph: torch.fx.Graph, target, *args) -> torch.fx.Node:
-    """A new node before the insertion point, its meta value computed from its inputs' fake values."""
-    node = graph.call_function(target, args)
-    vals = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
-    fake = next(n.meta["val"] for n in node.all_input_nodes)
-    with fake.fake_mode:
-        node.meta["val"] = target(*vals)
-    return node
 
 
 def _rewrite(graph: torch.fx.Graph, bmm: torch.fx.Node) -> bool:

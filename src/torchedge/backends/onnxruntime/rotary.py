@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from torchedge.backends.onnxruntime.grouped_attention import fake_call
+from torchedge.exir.passes.fusion_matching import fake_call
 
 __all__ = ["NAMESPACE", "rotary_fits", "use_rotary_kernel"]
 

@@ -18,6 +18,7 @@ __all__ = [
     "only_user",
     "is_float_tensor",
     "is_static",
+    "fake_call",
     "shape_of",
     "replace_with_fused",
     "replace_with_fused_results",
@@ -28,6 +29,18 @@ __all__ = [
 ]
 
 _aten = torch.ops.aten
+
+
+def fake_call(graph: torch.fx.Graph, target, *args) -> torch.fx.Node:
+    """A new node before the insertion point, its meta value computed from its inputs' fake values."""
+    node = graph.call_function(target, args)
+    vals = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
+    fake = next(n.meta["val"] for n in node.all_input_nodes)
+    with fake.fake_mode:
+        node.meta["val"] = target(*vals)
+    return node
+
+
 _FLOATS = (torch.float32, torch.float64)
 
 

@@ -104,9 +104,11 @@ class _QuantHooks:
     output_params: Callable[[torch.fx.Node, ExportedProgram], object] = lambda node, ep: None
     computes_in_float: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
     dynamic: Callable[[torch.fx.Node, ExportedProgram], bool] = lambda node, ep: False
+    dequantize_params: Callable[[torch.fx.Node], tuple | None] = lambda node: None  # of a static int8 dequantize
 
 
 QUANT_HOOKS = _QuantHooks()
+QUANTIZED_INPUT = "xnnpack_quantized_input"  # meta key `lower_program` sets on a partition's int8 inputs
 
 
 def _quantized(target) -> _Translation | None:
@@ -345,6 +347,22 @@ def _float_datatype(gm: torch.fx.GraphModule) -> s.XNNDatatype:
     return s.XNNDatatype.xnn_datatype_fp32
 
 
+def _int8_input_params(node: torch.fx.Node) -> s.PerTensorQuant | None:
+    """The parameters of an int8 input that static dequantizes read (they must agree), marking
+    it for them (`QUANTIZED_INPUT`); None for other inputs."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dtype != torch.int8:
+        return None
+    params = {QUANT_HOOKS.dequantize_params(user) for user in node.users}
+    if params == {None}:
+        return None
+    found = params.pop()
+    if params or found is None:
+        raise ExportError(f"XNNPACK lowering: int8 input '{node.name}' is not read by dequantizes of one scale")
+    node.meta[QUANTIZED_INPUT] = True
+    return s.PerTensorQuant(scale=found[0], zero_point=found[1])
+
+
 def lower_program(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     """The XNNPACK payload of a partition's Edge program (every call node supported) and the
     named data its constants are in."""
@@ -354,7 +372,12 @@ def lower_program(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     constants = {n for n in gm.graph.nodes if n.op == "placeholder" and lw.constant(n) is not None}
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder" and n not in constants]
     for index, node in enumerate(inputs):
-        value_id = lw.output(node)
+        params = _int8_input_params(node)
+        if params is None:
+            value_id = lw.output(node)
+        else:  # a qint8 value crossing from another delegate or a portable quantize
+            value_id = lw.builder.quantized_value(shape(node), s.XNNDatatype.xnn_datatype_qint8, params)
+            lw.values[node] = {NCHW: value_id}
         lw.builder.mark_external(value_id, index, output=False)
     for node in gm.graph.nodes:
         if node.op != "call_function":
@@ -383,14 +406,15 @@ def lower_program(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     marked: set[int] = set()
     for index, node in enumerate(outputs):
         value_id = lw.get(node, NCHW)
-        if lw.builder.quantization(value_id) is not None:  # a dequantized output: to float32
+        int8 = node.meta["val"].dtype == torch.int8  # a quantize's result: qint8 out, to the next delegate
+        if lw.builder.quantization(value_id) is not None and not int8:  # a dequantized output: float32
             converted = lw.builder.value(lw.builder.tensor(value_id).dims)
             lw.node("XNNConvert", input_id=value_id, output_id=converted, flags=0)
             value_id = converted
         tensor = lw.builder.tensor(value_id)
         if value_id in marked or tensor.flags or tensor.constant_buffer_idx:
             # Already an external value (or a constant): the output gets a copy of its own.
-            copy = lw.builder.value(tensor.dims)
+            copy = lw.builder.like(value_id, tensor.dims)
             lw.node("XNNCopy", input_id=value_id, output_id=copy, flags=0)
             value_id = copy
         lw.builder.mark_external(value_id, len(inputs) + index, output=True)

@@ -49,6 +49,7 @@ from torchedge.backends.xnnpack.aot.quantized_graph import (
     bias_ok,
     bias_value,
     call_args,
+    dequantize_params,
     dynamic_quantize_ok,
     filter_value,
     is_call,
@@ -100,6 +101,7 @@ QUANT_HOOKS.in_domain = _in_domain
 QUANT_HOOKS.output_params = output_params
 QUANT_HOOKS.computes_in_float = _computes_in_float
 QUANT_HOOKS.dynamic = _holds_dynamic
+QUANT_HOOKS.dequantize_params = dequantize_params
 
 
 def _users_supported(node, ep) -> bool:
@@ -113,7 +115,7 @@ def _q_check(node, ep) -> bool:
         return False
     if quantize_params(node) is None or tuple(call_args(node, 6)[3:5]) != INT8_RANGE:
         return False
-    return all(activation_params(u) is not None for u in node.users)
+    return all(u.op == "output" or activation_params(u) is not None for u in node.users)  # (int8 out of a delegate)
 
 
 @lowers_quantized(Q, check=_q_check)
@@ -135,7 +137,7 @@ def _quantize(lw: Lowering, node: torch.fx.Node) -> None:
 
 def _dq_check(node, ep) -> bool:
     if activation_params(node) is not None:
-        return is_supported(node.args[0], ep)
+        return node.args[0].op == "placeholder" or is_supported(node.args[0], ep)
     # A weight: read by the operators that use it.
     return _users_supported(node, ep)
 

@@ -20,6 +20,8 @@ from torch.export import ExportedProgram
 # The translations register themselves on import.
 from torchedge.backends.xnnpack.aot import ops_elementwise, ops_nn, ops_quantized, ops_quantized_int4, ops_shape  # noqa: F401
 from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, SYM_SIZE, is_supported, lower_program
+from torchedge.backends.xnnpack.aot.quantized_graph import DQ, Q, is_call
+from torchedge.backends.xnnpack.aot.quantized_views import requantize_linear_views
 from torchedge.errors import ExportError
 from torchedge.exir.backend import (
     BackendDetails,
@@ -83,6 +85,8 @@ class XnnpackPartitioner(Partitioner):
         # State updates stay portable, where they write into the buffer itself.
         updates = {m.value for m in mutations(exported_program.graph_signature)}
         gm = exported_program.graph_module
+        if self.quantized:
+            requantize_linear_views(gm)
 
         known: dict = {}
         excluded: set = set()
@@ -144,7 +148,7 @@ def _split_islands(gm, supported, known: dict) -> set:
         parent[node] = node
     for node in members:
         for arg in node.all_input_nodes:
-            if arg in parent:
+            if arg in parent and not (is_call(node, DQ) and is_call(arg, Q)):  # int8 may cross delegates
                 parent[find(arg)] = find(node)
     tags: dict = {}
     for node in members:

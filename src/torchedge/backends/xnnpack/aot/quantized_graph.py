@@ -12,7 +12,7 @@ import torch
 
 from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot.builder import INVALID
-from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, Lowering, constant_placeholder
+from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, QUANTIZED_INPUT, Lowering, constant_placeholder
 
 aten = torch.ops.aten
 D = s.XNNDatatype
@@ -95,14 +95,28 @@ def output_params(node: torch.fx.Node, ep):
 
 
 def activation_params(node) -> tuple[float, int] | None:
-    """The parameters of a static dequantized activation (dq of a q, same parameters)."""
-    if not is_call(node, DQ) or not is_call(node.args[0], Q):
+    """The parameters of a static dequantized activation: dq of a q with the same parameters, or
+    dq of a delegate's int8 input (the partition cut there at a quantize: the dq gives its meaning)."""
+    if not is_call(node, DQ):
         return None
-    params = quantize_params(node)
-    if params is None or quantize_params(node.args[0]) != params:
+    source, params = node.args[0], quantize_params(node)
+    if params is None:
+        return None
+    if is_call(source, Q):
+        if quantize_params(source) != params:
+            return None
+    elif not (isinstance(source, torch.fx.Node) and source.meta.get(QUANTIZED_INPUT)):
         return None
     _, _, _, qmin, qmax, _ = call_args(node, 6)
     return params if (qmin, qmax) == INT8_RANGE else None
+
+
+def dequantize_params(node) -> tuple[float, int] | None:
+    """(scale, zero point) of a static dequantize of int8 over the whole int8 range, else None."""
+    if not is_call(node, DQ):
+        return None
+    _, _, _, qmin, qmax, _ = call_args(node, 6)
+    return quantize_params(node) if (qmin, qmax) == INT8_RANGE else None
 
 
 def is_dynamic_activation(node) -> bool:
