@@ -186,6 +186,8 @@ CASES = {
         (2, 5, 8),
     ),
     "strided-slice-stays": (lambda m, x: x.exp()[:, ::2], [(2, 5, 8)], aten.exp.default, (2, 5, 8)),
+    # the scalar becomes a constant scalar_tensor node, whose value is a real tensor, first
+    "scalar-first-operand": (lambda m, x: (1.0 - x.sigmoid())[:, 0], [(2, 5, 8)], aten.sigmoid.default, (2, 1, 8)),
 }
 
 

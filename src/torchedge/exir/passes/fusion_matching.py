@@ -7,7 +7,10 @@ from __future__ import annotations
 import operator
 
 import torch
+from torch._guards import detect_fake_mode
+from torch._subclasses.fake_tensor import FakeTensor
 
+from torchedge.errors import InternalError
 from torchedge.exir.passes.debug_handles import inherit_debug_info
 from torchedge.fusion.pattern import MISSING
 from torchedge.fusion.rules import Rule
@@ -19,6 +22,7 @@ __all__ = [
     "is_float_tensor",
     "is_static",
     "fake_call",
+    "fake_result",
     "shape_of",
     "replace_with_fused",
     "replace_with_fused_results",
@@ -31,13 +35,29 @@ __all__ = [
 _aten = torch.ops.aten
 
 
+def fake_result(target, args, kwargs=None):
+    """``target``'s result on the meta values of ``args`` and ``kwargs`` (nodes), in their fake
+    mode; a real tensor among them (the value a constant scalar's node holds) is made fake in it."""
+    args, kwargs = torch.fx.node.map_arg((tuple(args), dict(kwargs or {})), lambda n: n.meta["val"])
+    tensors = [v for v in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+    mode = detect_fake_mode(tensors)
+    if mode is None:
+        raise InternalError(f"no fake value among the inputs of a new {target} node")
+
+    def fake(value):
+        return (
+            mode.from_tensor(value) if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor) else value
+        )
+
+    args, kwargs = torch.utils._pytree.tree_map(fake, (args, kwargs))
+    with mode:
+        return target(*args, **kwargs)
+
+
 def fake_call(graph: torch.fx.Graph, target, *args) -> torch.fx.Node:
     """A new node before the insertion point, its meta value computed from its inputs' fake values."""
     node = graph.call_function(target, args)
-    vals = torch.fx.node.map_arg(args, lambda n: n.meta["val"])
-    fake = next(n.meta["val"] for n in node.all_input_nodes)
-    with fake.fake_mode:
-        node.meta["val"] = target(*vals)
+    node.meta["val"] = fake_result(target, args)
     return node
 
 

@@ -27,7 +27,7 @@ import torch
 
 from torchedge.exir.pass_base import PassBase, PassResult
 from torchedge.exir.passes.debug_handles import inherit_debug_info
-from torchedge.exir.passes.fusion_matching import is_call, is_static, meta_val
+from torchedge.exir.passes.fusion_matching import fake_result, is_call, is_static, meta_val
 
 __all__ = ["NarrowRowsPass", "narrow_rows"]
 
@@ -202,14 +202,6 @@ def _rule(node: torch.fx.Node) -> Rule | None:
     return None
 
 
-def _fake_result(target, args, kwargs):
-    values = [meta_val(a) if isinstance(a, torch.fx.Node) else a for a in args]
-    kwvalues = {k: meta_val(v) if isinstance(v, torch.fx.Node) else v for k, v in kwargs.items()}
-    fake = next(v for v in values if isinstance(v, torch.Tensor))
-    with fake.fake_mode:
-        return target(*values, **kwvalues)
-
-
 def _push(graph: torch.fx.Graph, cut: torch.fx.Node) -> list[torch.fx.Node] | None:
     """Move ``cut`` before its source when the source has a rule and only cuts of the same rows
     read it; returns the cuts made on the source's inputs, None where nothing moved."""
@@ -236,7 +228,7 @@ def _push(graph: torch.fx.Graph, cut: torch.fx.Node) -> list[torch.fx.Node] | No
     def cut_input(arg: torch.fx.Node, arg_dim: int) -> torch.fx.Node:
         with graph.inserting_before(node):
             new = graph.call_function(_SLICE, (arg, arg_dim, start, stop))
-        new.meta["val"] = _fake_result(_SLICE, new.args, {})
+        new.meta["val"] = fake_result(_SLICE, new.args, {})
         inherit_debug_info(new, node)
         made.append(new)
         return new
@@ -247,7 +239,7 @@ def _push(graph: torch.fx.Graph, cut: torch.fx.Node) -> list[torch.fx.Node] | No
             graph.erase_node(new)
         return None
     node.args = args
-    node.meta["val"] = _fake_result(node.target, args, node.kwargs)
+    node.meta["val"] = fake_result(node.target, args, node.kwargs)
     if source is not node:
         source.meta["val"] = node.meta["val"][0]
     for user in list(source.users):  # each cut now reads every row: gone, or a reshape (a select's)
