@@ -53,13 +53,13 @@ class Crossing(nn.Module):
         return self.second(h + torch.cumsum(h, dim=-1))
 
 
-def _programs(model, shape, per_channel: bool):
+def _programs(model, shape, per_channel: bool, dynamic: bool = False):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as ETX
     from executorch.exir import to_edge_transform_and_lower as et_lower
 
     torch.manual_seed(0)
     inputs = (torch.randn(*shape, generator=torch.Generator().manual_seed(1)),)
-    quantized = _pt2e(model, inputs, per_channel=per_channel)
+    quantized = _pt2e(model, inputs, per_channel=per_channel, dynamic=dynamic)
     ours = to_edge_transform_and_lower(torch.export.export(quantized, inputs), partitioner=[XnnpackPartitioner()])
     theirs = et_lower(torch.export.export(quantized, inputs), partitioner=[ETX()])
     return quantized, inputs, ours.to_executorch().buffer, theirs.to_executorch().buffer
@@ -80,14 +80,34 @@ def test_linear_layers_on_three_dims_are_delegated_whole(per_channel):
     assert float(np.max(np.abs(eager - want))) <= step * 1.001
 
 
-def test_the_pairs_change_no_value():
+def test_dynamically_quantized_linear_layers_on_three_dims_are_delegated_whole():
+    """Each layer's activation is viewed, then quantized per call inside its delegate (a chain of
+    its own, as ExecuTorch duplicates them)."""
+    _, inputs, ours, theirs = _programs(Tokens(), (2, 5, 16), per_channel=True, dynamic=True)
+    assert _calls(ours) == (0, 1)
+    datatypes = {
+        v.xvalue_union.tensor_value.datatype
+        for g in _graphs(ours)
+        for v in g.xvalues
+        if isinstance(v.xvalue_union, s.XNNQuantizedTensorValue)
+    }
+    assert s.XNNDatatype.xnn_datatype_qdint8 in datatypes
+    arrays = [i.numpy() for i in inputs]
+    want = executorch_run(theirs, arrays)[0]
+    scale = float(np.max(np.abs(want)))
+    for got in (executorch_run(ours, arrays)[0], torchedge_run(ours, arrays)[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_the_rewrite_changes_no_value(dynamic):
     """The rewritten graph computes the same bits as the one PT2E made."""
     torch.manual_seed(0)
     inputs = (torch.randn(2, 5, 16),)
-    quantized = _pt2e(Tokens(), inputs, per_channel=True)
+    quantized = _pt2e(Tokens(), inputs, per_channel=True, dynamic=dynamic)
     program = to_edge(torch.export.export(quantized, inputs)).exported_program()
     before = program.module()(*inputs)
-    assert requantize_linear_views(program.graph_module) == 4  # each layer's input and result
+    assert requantize_linear_views(program.graph_module) == (2 if dynamic else 4)  # inputs (and results)
     assert torch.equal(program.module()(*inputs), before)
     assert requantize_linear_views(program.graph_module) == 0  # once
 

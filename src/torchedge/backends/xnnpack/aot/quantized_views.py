@@ -12,8 +12,14 @@ stay outside the delegate, running in float on dequantized values (ExecuTorch's 
   quantize and a dequantize with those parameters (a relu or clamp between the view and the
   quantize, which the layer fuses, moves before the view: elementwise, it commutes with it).
 
-Both are exact. A dequantized int8 value quantized again with its own parameters gives its integer
-back: ``(k - zero_point) * scale * (1 / scale)`` is within a few float32 roundings of
+and a dynamically quantized activation (``choose_qparams -> quantize -> dequantize``, then the view)
+is quantized after the view instead: a chain of the layer's own (as ExecuTorch duplicates a
+dynamic chain per linear layer: each quantizes inside its delegate, wherever the partitioner
+puts it).
+
+All are exact. ``choose_qparams`` takes the minimum and maximum of the whole tensor, which a view
+does not change, and quantizing is elementwise. A dequantized int8 value quantized again with its
+own parameters gives its integer back: ``(k - zero_point) * scale * (1 / scale)`` is within a few float32 roundings of
 ``k - zero_point`` (at most 255 in magnitude), far from the half step where ``round`` would change
 it; and a view moves values without changing them. So the layer reads the same floats, and the
 quantize after the view writes the same integers.
@@ -21,10 +27,15 @@ quantize after the view writes the same integers.
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from torchedge.backends.xnnpack.aot.quantized_graph import (
+    CHOOSE,
     CLAMPS,
+    DQ_DYNAMIC,
+    Q_DYNAMIC,
     activation_params,
     aten,
     call_args,
@@ -48,6 +59,10 @@ def requantize_linear_views(graph_module: torch.fx.GraphModule) -> int:
         x = node.args[1] if node.target == aten.addmm.default else node.args[0]
         if is_call(x, aten.view_copy.default) and activation_params(x.args[0]) is not None:
             node.replace_input_with(x, _pair(graph, x, call_args(x.args[0], 6)[1:]))
+            added += 1
+        elif is_call(x, aten.view_copy.default) and (chain := _dynamic_chain(x.args[0])) is not None:
+            node.replace_input_with(x, _dynamic_view(graph, node, x, chain))
+            _erase_unused(graph, x)
             added += 1
         added += _quantize_result(graph, node)
     if added:
@@ -83,6 +98,50 @@ def _quantize_result(graph: torch.fx.Graph, node: torch.fx.Node) -> int:
     graph.erase_node(clamp)
     graph.erase_node(view)
     return 1
+
+
+def _dynamic_chain(dequantize) -> tuple | None:
+    """(activation, choose_qparams node) of ``dequantize(quantize(activation, choose_qparams(activation)))``
+    with one set of parameters, else None."""
+    if not is_call(dequantize, DQ_DYNAMIC) or not is_call(dequantize.args[0], Q_DYNAMIC):
+        return None
+    quantize = call_args(dequantize.args[0], 6)
+    if call_args(dequantize, 6)[1:] != quantize[1:]:
+        return None
+    scale, zero_point = quantize[1:3]
+    if not (is_call(scale, operator.getitem) and is_call(zero_point, operator.getitem)):
+        return None
+    choose = scale.args[0]
+    if zero_point.args[0] is not choose or (scale.args[1], zero_point.args[1]) != (0, 1):
+        return None
+    return (quantize[0], choose) if is_call(choose, CHOOSE) and choose.args[0] is quantize[0] else None
+
+
+def _dynamic_view(graph: torch.fx.Graph, linear: torch.fx.Node, view: torch.fx.Node, chain: tuple) -> torch.fx.Node:
+    """The dequantize of ``view``'s activation viewed first, then quantized by a chain of its own
+    (``chain``: the activation and its ``choose_qparams``, `_dynamic_chain`)."""
+    dequantize = view.args[0]
+    activation, choose = chain
+    quantize_args = call_args(dequantize.args[0], 6)[3:]
+    with graph.inserting_before(linear):
+        viewed = fake_call(graph, view.target, activation, *view.args[1:])
+        chosen = fake_call(graph, choose.target, viewed, *choose.args[1:])
+        scale, zero_point = (fake_call(graph, operator.getitem, chosen, i) for i in (0, 1))
+        quantized = fake_call(graph, dequantize.args[0].target, viewed, scale, zero_point, *quantize_args)
+        result = fake_call(graph, dequantize.target, quantized, scale, zero_point, *quantize_args)
+    for new in (viewed, chosen, scale, zero_point, quantized, result):
+        inherit_debug_info(new, view)
+    return result
+
+
+def _erase_unused(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
+    """``node`` and then its inputs, as far as nothing reads them any more."""
+    pending = [node]
+    while pending:
+        node = pending.pop()
+        if node.op == "call_function" and not node.users and node.graph is graph and not node._erased:
+            pending += node.all_input_nodes
+            graph.erase_node(node)
 
 
 def _pair(graph: torch.fx.Graph, value: torch.fx.Node, params: tuple) -> torch.fx.Node:
