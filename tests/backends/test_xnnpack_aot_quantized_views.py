@@ -1,5 +1,7 @@
-"""Static int8 linear layers on more than two dims, and int8 values crossing between delegates
-(`torchedge.backends.xnnpack.aot.quantized_views`, `lowering`'s int8 inputs and outputs).
+"""What a quantized transformer or ViT needs of the XNNPACK lowering: int8 linear layers on more
+than two dims, static and dynamic (`torchedge.backends.xnnpack.aot.quantized_views`), int8
+values crossing between delegates (`lowering`'s int8 inputs and outputs), and dynamically
+quantized convolutions (a ViT's patch embedding).
 
 ``to_edge`` writes a linear layer of a [B, S, K] activation as ``view -> addmm -> view``, outside
 PT2E's quantize/dequantize pairs; a transformer's quantized values also flow between delegates
@@ -129,3 +131,31 @@ def test_int8_values_cross_between_delegates():
     want = executorch_run(theirs, arrays)[0]
     np.testing.assert_array_equal(executorch_run(ours, arrays)[0], want)
     np.testing.assert_array_equal(torchedge_run(ours, arrays)[0], want)
+
+
+class Patches(nn.Module):
+    """A ViT's patch embedding and a convolution after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.patches = nn.Conv2d(3, 8, 4, stride=4)
+        self.mix = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.mix(torch.relu(self.patches(x)))
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_dynamically_quantized_convolutions_are_delegated(batch):
+    """Each image quantized with parameters of its own, channels-last, as ExecuTorch writes it (for
+    one image, the per-tensor quantization of the eager model)."""
+    quantized, inputs, ours, theirs = _programs(Patches(), (batch, 3, 16, 16), per_channel=True, dynamic=True)
+    assert _calls(ours) == (0, 1)
+    arrays = [i.numpy() for i in inputs]
+    want = executorch_run(theirs, arrays)[0]
+    scale = float(np.max(np.abs(want)))
+    for got in (executorch_run(ours, arrays)[0], torchedge_run(ours, arrays)[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
+    if batch == 1:
+        with torch.no_grad():
+            np.testing.assert_allclose(quantized(*inputs).numpy(), want, rtol=1e-5, atol=1e-5 * scale)

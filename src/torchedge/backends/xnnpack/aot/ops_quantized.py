@@ -31,7 +31,15 @@ import torch
 
 from torchedge.backends.xnnpack import schema as s
 from torchedge.backends.xnnpack.aot import ops_elementwise, ops_nn, ops_shape
-from torchedge.backends.xnnpack.aot.lowering import NCHW, QUANT_HOOKS, Lowering, is_supported, lowers_quantized, shape
+from torchedge.backends.xnnpack.aot.lowering import (
+    NCHW,
+    NHWC,
+    QUANT_HOOKS,
+    Lowering,
+    is_supported,
+    lowers_quantized,
+    shape,
+)
 from torchedge.backends.xnnpack.aot.quantized_graph import (
     CHOOSE,
     CLAMPS,
@@ -170,11 +178,15 @@ def _dynamic_q_check(node, ep) -> bool:
 
 @lowers_quantized(Q_DYNAMIC, check=_dynamic_q_check)
 def _quantize_dynamic(lw: Lowering, node: torch.fx.Node) -> None:
-    source = lw.get(node.args[0], NCHW)
-    params = s.PerTokenDynamicQuant(num_nonbatch_dims=1)
-    out = lw.builder.quantized_value(shape(node), D.xnn_datatype_qdint8, params)
+    """Rows of a linear layer's input, or (4-D) a convolution's images channels-last, each
+    quantized with parameters of its own (per tensor for one row or image, as ExecuTorch writes it)."""
+    layout = NHWC if len(shape(node)) == 4 else NCHW
+    source = lw.get(node.args[0], layout)
+    dims = lw.builder.tensor(source).dims
+    params = s.PerTokenDynamicQuant(num_nonbatch_dims=len(dims) - 1)
+    out = lw.builder.quantized_value(dims, D.xnn_datatype_qdint8, params)
     lw.node("XNNConvert", input_id=source, output_id=out, flags=0)
-    lw.values[node] = {NCHW: out}
+    lw.values[node] = {layout: out}
 
 
 def _choose_check(node, ep) -> bool:
@@ -258,6 +270,8 @@ def _conv_check(node, ep) -> bool:
     w = quantized_weight(weight, ep, transposed=False)
     if w is None or w.data.ndim != 4 or not bias_ok(bias, ep, w.data.shape[0]) or w.data.shape[0] % int(groups):
         return False
+    if is_dynamic_activation(x):  # one group: XNNPACK's dynamically quantized convolution
+        return int(groups) == 1 and w.per_channel and output_params(node, ep) is None and dynamic_quantize_ok(x.args[0])
     return static_pattern(node, ep, [x])
 
 
@@ -272,7 +286,8 @@ def _convolution(lw: Lowering, node: torch.fx.Node) -> None:
         filter_id = filter_value(lw, w, w.data.reshape(1, out_channels, kh, kw).transpose(0, 2, 3, 1), channel_dim=3)
     else:  # OHWI
         filter_id = filter_value(lw, w, w.data.transpose(0, 2, 3, 1))
-    bias_id = bias_value(lw, bias, w, activation_params(x)[0])
+    activation = activation_params(x)  # None: dynamic, a float bias
+    bias_id = bias_value(lw, bias, w, None if activation is None else activation[0])
     geometry = (padding, stride, dilation)
     ops_nn.conv_node(lw, node, x, (filter_id, bias_id), (kh, kw), geometry, (groups, group_in, out_channels // groups))
 

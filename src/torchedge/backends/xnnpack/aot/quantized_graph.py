@@ -141,8 +141,8 @@ def dynamic_quantize_ok(q: torch.fx.Node) -> bool:
         or call_args(choose, 5)[4] != torch.int8
     ):
         return False
-    val = x.meta.get("val")
-    return isinstance(val, torch.Tensor) and val.dtype == torch.float32 and val.dim() == 2
+    val = x.meta.get("val")  # rows for a linear layer, images for a convolution (their checks say which)
+    return isinstance(val, torch.Tensor) and val.dtype == torch.float32 and val.dim() in (2, 4)
 
 
 # ----------------------------------------------------------------------------
