@@ -406,7 +406,8 @@ def lower_program(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
     marked: set[int] = set()
     for index, node in enumerate(outputs):
         value_id = lw.get(node, NCHW)
-        int8 = node.meta["val"].dtype == torch.int8  # a quantize's result: qint8 out, to the next delegate
+        val = node.meta.get("val")
+        int8 = isinstance(val, torch.Tensor) and val.dtype == torch.int8  # a quantize's result: qint8 out
         if lw.builder.quantization(value_id) is not None and not int8:  # a dequantized output: float32
             converted = lw.builder.value(lw.builder.tensor(value_id).dims)
             lw.node("XNNConvert", input_id=value_id, output_id=converted, flags=0)

@@ -133,8 +133,9 @@ class XnnpackPartitioner(Partitioner):
 
 def _split_islands(gm, supported, known: dict) -> set:
     """The nodes of each quantized island (supported nodes of quantized patterns, connected by
-    their edges) that the partitioning left in more than one delegate; `lowering` translates an
-    island only whole."""
+    their edges, except a quantize's int8 result read by a dequantize: that value may pass from
+    one delegate to another as int8) that the partitioning left in more than one delegate;
+    `lowering` translates an island only whole."""
     parent: dict = {}
 
     def find(node):

@@ -1,28 +1,27 @@
-"""Statically quantized linear layers on more than two dims, made whole patterns before partitioning.
+"""Quantized linear layers on more than two dims, made whole patterns before partitioning.
 
 ``to_edge`` writes ``linear`` of a [..., K] activation as ``view [M, K] -> addmm -> view
 [..., N]``, and PT2E's dequantize stays before the first view, its quantize after the second:
 neither the views nor the product sit between a dequantize and a quantize, so the layer would
 stay outside the delegate, running in float on dequantized values (ExecuTorch's lowering keeps
-``linear`` whole and delegates it). `requantize_linear_views` gives each view its own pair:
+``linear`` whole and delegates it). `requantize_linear_views` rewrites it:
 
 * after a view of a static dequantized activation that a linear layer reads: a quantize and a
   dequantize with the activation's parameters, which the layer then reads;
 * between a linear layer and a view whose every user quantizes with one set of parameters: a
   quantize and a dequantize with those parameters (a relu or clamp between the view and the
-  quantize, which the layer fuses, moves before the view: elementwise, it commutes with it).
+  quantize, which the layer fuses, moves before the view: elementwise, it commutes with it);
+* a dynamically quantized activation (``choose_qparams -> quantize -> dequantize``, then the
+  view) is quantized after the view instead, by a chain of the layer's own (as ExecuTorch
+  duplicates a dynamic chain per linear layer: each quantizes inside its delegate, wherever the
+  partitioner puts it).
 
-and a dynamically quantized activation (``choose_qparams -> quantize -> dequantize``, then the view)
-is quantized after the view instead: a chain of the layer's own (as ExecuTorch duplicates a
-dynamic chain per linear layer: each quantizes inside its delegate, wherever the partitioner
-puts it).
-
-All are exact. ``choose_qparams`` takes the minimum and maximum of the whole tensor, which a view
-does not change, and quantizing is elementwise. A dequantized int8 value quantized again with its
-own parameters gives its integer back: ``(k - zero_point) * scale * (1 / scale)`` is within a few float32 roundings of
+All are exact. A dequantized int8 value quantized again with its own parameters gives its integer
+back: ``(k - zero_point) * scale * (1 / scale)`` is within a few float32 roundings of
 ``k - zero_point`` (at most 255 in magnitude), far from the half step where ``round`` would change
-it; and a view moves values without changing them. So the layer reads the same floats, and the
-quantize after the view writes the same integers.
+it. ``choose_qparams`` takes the minimum and maximum of the whole tensor, which a view does not
+change, and quantizing is elementwise; a view moves values without changing them. So each layer
+reads the same floats, and each quantize after a view writes the same integers.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ _quantized = torch.ops.quantized_decomposed
 
 
 def requantize_linear_views(graph_module: torch.fx.GraphModule) -> int:
-    """Adds the pairs above, in place; returns how many."""
+    """Rewrites the layers above, in place; returns how many views it rewrote."""
     graph = graph_module.graph
     added = 0
     for node in [n for n in graph.nodes if is_call(n, *_LINEARS)]:
@@ -136,12 +135,13 @@ def _dynamic_view(graph: torch.fx.Graph, linear: torch.fx.Node, view: torch.fx.N
 
 def _erase_unused(graph: torch.fx.Graph, node: torch.fx.Node) -> None:
     """``node`` and then its inputs, as far as nothing reads them any more."""
-    pending = [node]
+    pending, erased = [node], set()
     while pending:
         node = pending.pop()
-        if node.op == "call_function" and not node.users and node.graph is graph and not node._erased:
+        if node not in erased and node.op == "call_function" and not node.users:
             pending += node.all_input_nodes
             graph.erase_node(node)
+            erased.add(node)
 
 
 def _pair(graph: torch.fx.Graph, value: torch.fx.Node, params: tuple) -> torch.fx.Node:
