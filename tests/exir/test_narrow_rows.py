@@ -228,3 +228,25 @@ def test_an_operator_that_writes_into_an_input_is_left_whole():
     assert not narrow_rows(graph)
     (write,) = (n for n in graph.nodes if n.target is aten.add_.Tensor)
     assert tuple(write.meta["val"].shape) == (2, 5, 3)
+
+
+def test_a_dynamically_quantized_product_keeps_its_rows():
+    """Dynamic quantization's parameters come from the whole activation at run time; a backend
+    computes them on the rows it is given (XNNPACK's ``qdint8``), so the product keeps every row
+    and the cut stays after it (the delegate then takes the layer whole)."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
+
+    ops = torch.ops.quantized_decomposed
+
+    def head(m, x):
+        scale, zero_point = ops.choose_qparams.tensor(x, -128, 127, 1e-5, torch.int8)
+        q = ops.quantize_per_tensor.tensor(x, scale, zero_point, -128, 127, torch.int8)
+        rows = ops.dequantize_per_tensor.tensor(q, scale, zero_point, -128, 127, torch.int8)
+        return nn.functional.linear(rows, m.rows)[:, 0]
+
+    torch.manual_seed(0)
+    model, inputs = Lambda(head).eval(), (torch.randn(1, 5, 8),)
+    edge = _lower(model, inputs)
+    assert _shapes(edge, aten.mm.default) == [(5, 5)]  # (1, 5) were it cut
+    got = Runtime.get().load_program(edge.to_executorch().buffer).load_method("forward")
+    assert_matches(got.execute([inputs[0].numpy()]), torch_outputs(model, inputs), tol=1e-5)

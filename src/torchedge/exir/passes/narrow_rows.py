@@ -33,6 +33,7 @@ __all__ = ["NarrowRowsPass", "narrow_rows"]
 
 _aten = torch.ops.aten
 _SELECT, _SLICE, _VIEW = _aten.select_copy.int, _aten.slice_copy.Tensor, _aten.view_copy.default
+_DYNAMIC_DEQUANTIZE = "quantized_decomposed.dequantize_per_tensor.tensor"  # by name: quantization may not be loaded
 
 # A rule maps (node, dim, start, stop, cut) to the node's new args computing only rows
 # [start, stop) of output dim ``dim``, or None where it cannot; ``cut(arg, arg_dim)`` gives the
@@ -140,13 +141,25 @@ def _expand(node, dim, start, stop, cut):
     return (_cut_broadcast(node.args[0], len(sizes), dim, cut), sizes)
 
 
+def _dynamically_quantized(node) -> bool:
+    """Whether ``node`` is (a view of) an activation dequantized with parameters computed at run
+    time from the whole tensor (dynamic quantization)."""
+    while is_call(node, _VIEW):
+        node = node.args[0]
+    return isinstance(node, torch.fx.Node) and str(node.target) == _DYNAMIC_DEQUANTIZE
+
+
 def _matrix_rows(first: int) -> Rule:
     """``mm``/``addmm``/``bmm``: output rows are the rows of the left operand (at ``first``);
-    ``bmm``'s batch dim cuts both operands."""
+    ``bmm``'s batch dim cuts both operands. A dynamically quantized left operand keeps its rows:
+    a backend quantizes the rows it is given (XNNPACK's ``qdint8``), so cut, the product would
+    part from its quantization and leave the delegate."""
 
     def rule(node, dim, start, stop, cut):
         rank = len(_shape(node))
         args = list(node.args)
+        if _dynamically_quantized(args[first]):
+            return None
         if dim == rank - 2:
             args[first] = cut(args[first], rank - 2)
         elif dim < rank - 2:
