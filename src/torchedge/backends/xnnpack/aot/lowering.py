@@ -3,8 +3,8 @@
 Each supported Edge operator has a translation (``ops_*`` modules) registered with `lowers`:
 a ``check(node, ep)`` that says whether it translates this node exactly, and a
 ``translate(lw, node)`` that appends XNNPACK nodes through `Lowering`. `is_supported` (what the
-partitioner tags) and `lower_program` (what preprocess runs) use the same registry, so a tagged
-node always lowers.
+partitioner tags) and `translate` (what `program.lower_program` calls for each node of a
+partition) use the same registry, so a tagged node always lowers.
 
 Layouts. XNNPACK's convolutions and poolings read and write NHWC, the Edge graph is NCHW. A
 node's result may exist in both layouts (`Lowering.get`): an NHWC consumer of an NCHW value
@@ -54,7 +54,7 @@ __all__ = [
     "lowers_quantized",
     "QUANT_HOOKS",
     "is_supported",
-    "lower_program",
+    "translate",
     "TO_NHWC",
     "TO_NCHW",
     "shape",
@@ -108,7 +108,7 @@ class _QuantHooks:
 
 
 QUANT_HOOKS = _QuantHooks()
-QUANTIZED_INPUT = "xnnpack_quantized_input"  # meta key `lower_program` sets on a partition's int8 inputs
+QUANTIZED_INPUT = "xnnpack_quantized_input"  # meta key `program.lower_program` sets on a partition's int8 inputs
 
 
 def _quantized(target) -> _Translation | None:
@@ -177,7 +177,7 @@ def constant_array(node, ep: ExportedProgram) -> np.ndarray | None:
 
 
 def is_supported(node: torch.fx.Node, ep: ExportedProgram) -> bool:
-    """Whether `lower_program` translates this call node exactly (operator, arguments, one float type,
+    """Whether `translate` translates this call node exactly (operator, arguments, one float type,
     static shapes); ``getitem`` follows its source."""
     if node.op != "call_function":
         return False
@@ -337,87 +337,25 @@ _FOLDABLE: dict = {
 }
 
 
-def _float_datatype(gm: torch.fx.GraphModule) -> s.XNNDatatype:
-    """float16 for a partition of float16 operators (the partitioner keeps one float type a
-    partition), else float32."""
-    for node in gm.graph.nodes:
-        val = node.meta.get("val")
-        if node.op == "call_function" and isinstance(val, torch.Tensor) and val.dtype == torch.float16:
-            return s.XNNDatatype.xnn_datatype_fp16
-    return s.XNNDatatype.xnn_datatype_fp32
-
-
-def _int8_input_params(node: torch.fx.Node) -> s.PerTensorQuant | None:
-    """The parameters of an int8 input that static dequantizes read (they must agree), marking
-    it for them (`QUANTIZED_INPUT`); None for other inputs."""
-    val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.dtype != torch.int8:
-        return None
-    params = {QUANT_HOOKS.dequantize_params(user) for user in node.users}
-    if params == {None}:
-        return None
-    found = params.pop()
-    if params or found is None:
-        raise ExportError(f"XNNPACK lowering: int8 input '{node.name}' is not read by dequantizes of one scale")
-    node.meta[QUANTIZED_INPUT] = True
-    return s.PerTensorQuant(scale=found[0], zero_point=found[1])
-
-
-def lower_program(ep: ExportedProgram) -> tuple[bytes, dict[str, bytes]]:
-    """The XNNPACK payload of a partition's Edge program (every call node supported) and the
-    named data its constants are in."""
-    lw = Lowering(ep)
-    gm = ep.graph_module
-    lw.builder.float_datatype = _float_datatype(gm)
-    constants = {n for n in gm.graph.nodes if n.op == "placeholder" and lw.constant(n) is not None}
-    inputs = [n for n in gm.graph.nodes if n.op == "placeholder" and n not in constants]
-    for index, node in enumerate(inputs):
-        params = _int8_input_params(node)
-        if params is None:
-            value_id = lw.output(node)
-        else:  # a qint8 value crossing from another delegate or a portable quantize
-            value_id = lw.builder.quantized_value(shape(node), s.XNNDatatype.xnn_datatype_qint8, params)
-            lw.values[node] = {NCHW: value_id}
-        lw.builder.mark_external(value_id, index, output=False)
-    for node in gm.graph.nodes:
-        if node.op != "call_function":
-            continue
-        if QUANT_HOOKS.in_domain(node, ep):
-            if not is_supported(node, ep):
-                raise ExportError(f"XNNPACK lowering: node '{node.name}' ({node.target}) is not supported")
-            quantized = _quantized_translation(node, ep)
-            if quantized is None:
-                lw.translate_in_float(node)
-            else:
-                quantized.translate(lw, node)
-            continue
-        if node.target is operator.getitem:
-            lw.alias(node, node.args[0])
-            continue
-        if node.target is SYM_SIZE:
-            continue  # read by reshapes, which infer it
-        translation = _TRANSLATIONS.get(node.target)
-        if translation is None or not is_supported(node, ep):
+def translate(lw: Lowering, node: torch.fx.Node) -> None:
+    """Appends the XNNPACK nodes of one call node of a partition (its quantized translation, its
+    float32 one between converts, or its float one); an unsupported node is an `ExportError`."""
+    ep = lw.ep
+    if QUANT_HOOKS.in_domain(node, ep):
+        if not is_supported(node, ep):
             raise ExportError(f"XNNPACK lowering: node '{node.name}' ({node.target}) is not supported")
-        translation.translate(lw, node)
-    (output_node,) = [n for n in gm.graph.nodes if n.op == "output"]
-    outputs = output_node.args[0]
-    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    marked: set[int] = set()
-    for index, node in enumerate(outputs):
-        value_id = lw.get(node, NCHW)
-        val = node.meta.get("val")
-        int8 = isinstance(val, torch.Tensor) and val.dtype == torch.int8  # a quantize's result: qint8 out
-        if lw.builder.quantization(value_id) is not None and not int8:  # a dequantized output: float32
-            converted = lw.builder.value(lw.builder.tensor(value_id).dims)
-            lw.node("XNNConvert", input_id=value_id, output_id=converted, flags=0)
-            value_id = converted
-        tensor = lw.builder.tensor(value_id)
-        if value_id in marked or tensor.flags or tensor.constant_buffer_idx:
-            # Already an external value (or a constant): the output gets a copy of its own.
-            copy = lw.builder.like(value_id, tensor.dims)
-            lw.node("XNNCopy", input_id=value_id, output_id=copy, flags=0)
-            value_id = copy
-        lw.builder.mark_external(value_id, len(inputs) + index, output=True)
-        marked.add(value_id)
-    return lw.builder.payload(), lw.builder.named_data
+        quantized = _quantized_translation(node, ep)
+        if quantized is None:
+            lw.translate_in_float(node)
+        else:
+            quantized.translate(lw, node)
+        return
+    if node.target is operator.getitem:
+        lw.alias(node, node.args[0])
+        return
+    if node.target is SYM_SIZE:
+        return  # read by reshapes, which infer it
+    translation = _TRANSLATIONS.get(node.target)
+    if translation is None or not is_supported(node, ep):
+        raise ExportError(f"XNNPACK lowering: node '{node.name}' ({node.target}) is not supported")
+    translation.translate(lw, node)

@@ -19,7 +19,8 @@ from torch.export import ExportedProgram
 
 # The translations register themselves on import.
 from torchedge.backends.xnnpack.aot import ops_elementwise, ops_nn, ops_quantized, ops_quantized_int4, ops_shape  # noqa: F401
-from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, SYM_SIZE, is_supported, lower_program
+from torchedge.backends.xnnpack.aot.lowering import QUANT_HOOKS, SYM_SIZE, is_supported
+from torchedge.backends.xnnpack.aot.program import lower_program
 from torchedge.backends.xnnpack.aot.quantized_graph import DQ, Q, is_call
 from torchedge.backends.xnnpack.aot.quantized_views import requantize_linear_views
 from torchedge.errors import ExportError
