@@ -94,6 +94,13 @@ def _converted(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array.astype(dtype)
 
 
+def _block_filters(weight: np.ndarray, blocks: int) -> np.ndarray:
+    """A [channels, columns] 4-bit filter's integers as [blocks, block size, channels] float32, once
+    per constant filter: the right-hand operands of the blocks' products."""
+    channels, columns = weight.shape
+    return np.ascontiguousarray(weight.reshape(channels, blocks, columns // blocks).transpose(1, 2, 0), _F32)
+
+
 def _product(node, ctx):
     """Fully connected and (depthwise) convolution on quantized values."""
     x_quant, w_quant, out_quant = ctx.quant(node.input1_id), ctx.quant(node.filter_id), ctx.quant(node.output_id)
@@ -186,17 +193,25 @@ def _blockwise_product(node, ctx, x, x_quant, weight, w_quant):
     ctx.check(bias is None or (bias.dtype == _F32 and bias.shape == (channels,)), f"bias must be float32 [{channels}]")
     out = ctx.output(node.output_id)
     ctx.check(out.dtype == _F32 and out.size == x_quant.rows * channels, f"output must be float32 [.., {channels}]")
-    filters = derived(_converted, (weight,), _F64).reshape(channels, blocks, size)
-    centered = np.zeros((x_quant.rows, blocks, size), _F64)
-    x_rows, out_rows = x.reshape(x_quant.rows, blocks, size), out.reshape(x_quant.rows, channels)
-    scale = np.ascontiguousarray(w_quant.scale, _F32)  # [channels, blocks]
+    # One float32 product per block: a block's sum has at most size * 255 * 8 < 2**24 in magnitude
+    # (centered int8 times int4), so every partial sum BLAS forms is an exact integer.
+    ctx.check(size * 255 * 8 < 1 << 24, f"blocks of {size} inputs overflow float32's exact integers")
+    filters = derived(_block_filters, (weight,), blocks)  # [blocks, size, channels]
+    centered = np.zeros((blocks, x_quant.rows, size), _F32)
+    x_blocks = x.reshape(x_quant.rows, blocks, size).transpose(1, 0, 2)
+    out_rows = out.reshape(x_quant.rows, channels)
+    sums = np.zeros((blocks, x_quant.rows, channels), _F32)
+    scaled = np.zeros(out_rows.shape, _F32)
+    total = np.zeros(out_rows.shape, _F32)
+    scale = np.ascontiguousarray(w_quant.scale.T, _F32)  # [blocks, channels]
 
     def step():
-        np.subtract(x_rows, x_quant.row_zero_point[:, None, None], out=centered, dtype=_F64)
-        sums = np.einsum("rbk,cbk->rcb", centered, filters).astype(_F32)  # exact int32 sums
-        total = np.zeros(out_rows.shape, _F32)
-        for b in range(blocks):
-            np.add(total, np.multiply(sums[:, :, b], scale[:, b], dtype=_F32), out=total)
+        np.subtract(x_blocks, x_quant.row_zero_point[None, :, None], out=centered, dtype=_F32)
+        np.matmul(centered, filters, out=sums)  # the exact int32 sums of each block
+        total.fill(0)
+        for b in range(blocks):  # summed block after block, as XNNPACK's kernels do
+            np.multiply(sums[b], scale[b], out=scaled)
+            np.add(total, scaled, out=total)
         np.multiply(total, x_quant.row_scale[:, None], out=out_rows, dtype=_F32)
         if bias is not None:
             np.add(out_rows, bias, out=out_rows)
