@@ -67,7 +67,8 @@ SPECS: dict[str, dict] = {
         "delegates; both programs timed on ExecuTorch's runtime (XNNPACK, one thread; ratio = torchedge's "
         "program / ExecuTorch's); errors relative to the reference's largest magnitude, on ExecuTorch's "
         "runtime and on torchedge's (its NumPy interpreter of XNNPACK payloads, both programs). Quantized rows "
-        "(`int8`: PT2E static per-channel with `XNNPACKQuantizer`; `8da4w32`: torchao's int8 dynamic activations "
+        "(`int8`: PT2E static per-channel with `XNNPACKQuantizer`; `dynamic_int8`: its activations quantized per "
+        "call, per-channel int8 weights; `8da4w32`: torchao's int8 dynamic activations "
         "with int4 weights in groups of 32) compare against the quantized eager model; `steps` is the largest "
         "difference between the two programs in output quantization steps, where a dequantize makes the output.",
         "plot": ["ET runtime ms (torchedge .pte)", "ET runtime ms (ExecuTorch .pte)"],
