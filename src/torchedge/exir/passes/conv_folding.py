@@ -22,7 +22,7 @@ import operator
 import torch
 
 from torchedge.exir.passes.debug_handles import inherit_debug_info
-from torchedge.exir.passes.fusion_matching import FxGraph
+from torchedge.exir.passes.fusion_matching import FxGraph, fake_call
 from torchedge.fusion.pattern import match
 from torchedge.fusion.rules_convolution import PADDED_CONVOLUTION, padded_sides
 
@@ -56,12 +56,9 @@ def _fold_batch_norm(graph: torch.fx.Graph, norm: torch.fx.Node, constant_names:
     if not all(t is None or _is_constant(t, constant_names, dtype) for t in (gamma, beta, mean, var)):
         return False
     weight, bias = conv.args[1], conv.args[2]
-    fake_mode = conv.meta["val"].fake_mode
 
     def call(target, *args):
-        node = graph.call_function(target, args)
-        with fake_mode:
-            node.meta["val"] = target(*torch.fx.node.map_arg(args, lambda n: n.meta["val"]))
+        node = fake_call(graph, target, *args)
         inherit_debug_info(node, norm)
         return node
 

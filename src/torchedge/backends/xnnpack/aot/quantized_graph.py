@@ -97,18 +97,13 @@ def output_params(node: torch.fx.Node, ep):
 def activation_params(node) -> tuple[float, int] | None:
     """The parameters of a static dequantized activation: dq of a q with the same parameters, or
     dq of a delegate's int8 input (the partition cut there at a quantize: the dq gives its meaning)."""
-    if not is_call(node, DQ):
-        return None
-    source, params = node.args[0], quantize_params(node)
+    params = dequantize_params(node)
     if params is None:
         return None
+    source = node.args[0]
     if is_call(source, Q):
-        if quantize_params(source) != params:
-            return None
-    elif not (isinstance(source, torch.fx.Node) and source.meta.get(QUANTIZED_INPUT)):
-        return None
-    _, _, _, qmin, qmax, _ = call_args(node, 6)
-    return params if (qmin, qmax) == INT8_RANGE else None
+        return params if quantize_params(source) == params else None
+    return params if isinstance(source, torch.fx.Node) and source.meta.get(QUANTIZED_INPUT) else None
 
 
 def dequantize_params(node) -> tuple[float, int] | None:
